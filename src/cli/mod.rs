@@ -1,0 +1,186 @@
+//! The command line: argument definitions (clap derive; doc comments are the help) and dispatch.
+//!
+//! Every subcommand lives in its own file and returns an [`ExitStatus`] or an error; only
+//! [`main`] turns them into a process exit code. Exit codes: 0 ok, 1 problems found (invalid
+//! input, infeasible plan, drift), 2 the tool itself failed. A closed pipe is not a failure.
+
+mod catalog;
+mod check;
+mod common;
+mod compile;
+mod completions;
+mod diff;
+mod explain;
+mod lint;
+mod schema;
+mod validate;
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Compile a GPU manifest into MIG / time-slicing partitions and GitOps-ready Kubernetes manifests.
+///
+/// Exit codes: 0 success; 1 problems found (invalid input, infeasible plan, stale output);
+/// 2 gpuplan itself failed (for example an unreadable file).
+#[derive(Debug, Parser)]
+#[command(name = "gpuplan", version, max_term_width = 100, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Output format: text for people, or JSON for tools.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// When to color human output.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print only errors.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Compile(compile::CompileArgs),
+    Check(check::CheckArgs),
+    Diff(diff::DiffArgs),
+    Explain(explain::ExplainArgs),
+    Validate(validate::ValidateArgs),
+    Schema(schema::SchemaArgs),
+    Catalog(catalog::CatalogArgs),
+    #[command(name = "validate-mig-config")]
+    ValidateMigConfig(lint::LintArgs),
+    Completions(completions::CompletionsArgs),
+}
+
+/// Inputs shared by the commands that read a manifest.
+#[derive(Debug, Args)]
+pub struct ManifestArgs {
+    /// The manifest (`gpuplan.yaml`, or `.toml`).
+    pub manifest: PathBuf,
+    /// Extra catalog folder with GPU entries (YAML); entries with an existing id replace it.
+    #[arg(long, value_name = "DIR")]
+    pub catalog: Vec<PathBuf>,
+}
+
+/// How a command ended, when gpuplan itself did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Everything is fine.
+    Success,
+    /// Problems were found in the input or the output directory.
+    Problems,
+}
+
+/// What a command needs to print: the global options, resolved.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub format: Format,
+    pub color: bool,
+    pub quiet: bool,
+}
+
+impl Ctx {
+    /// Writes a line to stdout (errors, including a closed pipe, propagate).
+    pub fn out(&self, text: &str) -> io::Result<()> {
+        let mut stdout = io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        if !text.ends_with('\n') {
+            stdout.write_all(b"\n")?;
+        }
+        stdout.flush()
+    }
+
+    /// Writes to stderr unless `--quiet`.
+    pub fn status(&self, text: &str) -> io::Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
+        self.err(text)
+    }
+
+    /// Writes to stderr, even with `--quiet` (diagnostics, errors).
+    pub fn err(&self, text: &str) -> io::Result<()> {
+        let mut stderr = io::stderr().lock();
+        stderr.write_all(text.as_bytes())?;
+        if !text.ends_with('\n') {
+            stderr.write_all(b"\n")?;
+        }
+        stderr.flush()
+    }
+
+    /// Writes a JSON value to stdout, pretty-printed.
+    pub fn json(&self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(value)?;
+        self.out(&text)?;
+        Ok(())
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
+    let color = match cli.global.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let ctx = Ctx { format: cli.global.format, color, quiet: cli.global.quiet };
+    match cli.command {
+        Command::Compile(args) => compile::run(&ctx, &args),
+        Command::Check(args) => check::run(&ctx, &args),
+        Command::Diff(args) => diff::run(&ctx, &args),
+        Command::Explain(args) => explain::run(&ctx, &args),
+        Command::Validate(args) => validate::run(&ctx, &args),
+        Command::Schema(args) => schema::run(&ctx, &args),
+        Command::Catalog(args) => catalog::run(&ctx, &args),
+        Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
+        Command::Completions(args) => completions::run(&ctx, &args),
+    }
+}
+
+/// The process entry point: parses arguments, runs, maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { 2 } else { 0 };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(ExitStatus::Success) => ExitCode::SUCCESS,
+        Ok(ExitStatus::Problems) => ExitCode::from(1),
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            let _ = writeln!(io::stderr(), "error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().filter_map(|e| e.downcast_ref::<io::Error>()).any(|e| e.kind() == io::ErrorKind::BrokenPipe)
+}

@@ -1,0 +1,31 @@
+//! The registry of diagnostic codes. A code, once published, never changes meaning.
+//!
+//! Each stage declares its codes here, in its own block, so that `docs/diagnostics.md` can be
+//! checked against one list ([`ALL`]).
+
+/// A stable kebab-case diagnostic code such as `unknown-field`.
+pub type Code = &'static str;
+
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
+        $( $(#[$doc])* pub const $name: Code = $code; )*
+        /// Every registered code, in declaration order.
+        pub const ALL: &[Code] = &[$($code),*];
+    };
+}
+
+codes! {
+    // --- reading input (any stage that reads a file) -----------------------------------------
+    /// The file is not valid YAML or TOML.
+    SYNTAX = "syntax";
+    /// A YAML stream with more than one document where one is expected.
+    MULTIPLE_DOCUMENTS = "multiple-documents";
+    /// A field that the format does not know.
+    UNKNOWN_FIELD = "unknown-field";
+    /// A value of the wrong type.
+    WRONG_TYPE = "wrong-type";
+    /// A required field is absent.
+    MISSING_FIELD = "missing-field";
+    /// A value outside its allowed set or range.
+    INVALID_VALUE = "invalid-value";
+}

@@ -1,0 +1,16 @@
+//! gpuplan compiles a declarative manifest of inference models and GPU pools into MIG /
+//! time-slicing partitions and the Kubernetes manifests that realise them.
+//!
+//! The pipeline, one module per stage: [`manifest`] (text → raw model) → [`spec`] (checked) →
+//! [`plan`] (placements and reasons) → [`render`] (files) → [`emit`] (written, checked or diffed).
+//! [`catalog`] holds the hardware knowledge; [`diagnostics`] every user-facing problem.
+//! See `ARCHITECTURE.md`.
+
+pub mod catalog;
+pub mod cli;
+pub mod diagnostics;
+pub mod emit;
+pub mod manifest;
+pub mod plan;
+pub mod render;
+pub mod spec;

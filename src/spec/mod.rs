@@ -1,0 +1,255 @@
+//! The checked specification: what the planner and the renderer trust.
+//!
+//! In: a parsed [`crate::manifest::Manifest`] and the [`crate::catalog::Catalog`]. Out: a [`Spec`]
+//! with names resolved (pool GPU ids are catalog ids), units parsed (memory in MiB, durations in
+//! milliseconds), defaults applied, and every cross-reference checked — or all the problems found,
+//! as diagnostics. Only [`validate`] builds a `Spec`.
+
+mod validate;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use validate::validate;
+
+use crate::diagnostics::Span;
+
+/// A checked manifest.
+#[derive(Clone, Debug, Serialize)]
+pub struct Spec {
+    /// `metadata.name`: names the plan and prefixes generated config names.
+    pub name: String,
+    pub cluster: Cluster,
+    /// Pools sorted by name.
+    pub pools: Vec<Pool>,
+    /// Models sorted by name.
+    pub models: Vec<Model>,
+    pub policy: Policy,
+}
+
+/// Cluster-wide settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cluster {
+    /// Namespace of the workloads.
+    pub namespace: String,
+    /// Namespace where the GPU Operator runs (its ConfigMaps go there).
+    pub operator_namespace: String,
+    pub mig_strategy: MigStrategy,
+    pub time_slicing: TimeSlicingOptions,
+    pub output: OutputOptions,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MigStrategy {
+    Mixed,
+    Single,
+    None,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeSlicingOptions {
+    pub rename_by_default: bool,
+    pub fail_requests_greater_than_one: bool,
+}
+
+/// Which artefacts the bundle contains beyond the always-present ones.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputOptions {
+    pub cluster_policy_patch: bool,
+    pub helm_values: bool,
+    pub argocd: Option<ArgoCd>,
+    pub flux: Option<Flux>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArgoCd {
+    pub repo_url: String,
+    pub path: String,
+    pub target_revision: String,
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Flux {
+    pub source_name: String,
+    pub path: String,
+    pub namespace: String,
+}
+
+/// A pool of identical GPU nodes.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    pub name: String,
+    /// Catalog id of the pool's GPU model.
+    pub gpu: String,
+    pub gpus_per_node: u32,
+    pub nodes: Nodes,
+    /// Cost of one GPU for one hour, if the user gave it.
+    pub cost_per_gpu_hour: Option<f64>,
+    /// Labels that select the pool's nodes (added to the workloads' node affinity).
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints on the pool's nodes that workloads placed there must tolerate.
+    pub taints: Vec<Taint>,
+    /// The layout the pool runs today, per node, for disruption-aware re-planning.
+    pub current: Vec<CurrentNode>,
+    #[serde(skip)]
+    pub span: Option<Span>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Nodes {
+    /// Existing nodes, by Kubernetes node name.
+    Named(Vec<String>),
+    /// An autoscaled group labelled through its node template.
+    Autoscaled { min: u32, max: u32 },
+}
+
+impl Nodes {
+    /// The most nodes the pool can have.
+    pub fn max_nodes(&self) -> u32 {
+        match self {
+            Nodes::Named(names) => u32::try_from(names.len()).unwrap_or(u32::MAX),
+            Nodes::Autoscaled { max, .. } => *max,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Taint {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+/// A node's layout today: MIG profile names per GPU (empty = MIG disabled).
+#[derive(Clone, Debug, Serialize)]
+pub struct CurrentNode {
+    pub node: String,
+    pub gpus: Vec<Vec<String>>,
+}
+
+/// A model to serve.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    pub name: String,
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    /// Environment variables, in the order given.
+    pub env: Vec<(String, String)>,
+    pub ports: Vec<Port>,
+    /// Device memory one replica needs, in MiB (CUDA context included).
+    pub memory_mib: u64,
+    /// Share of one full GPU's SMs one replica needs at its target load (0 < compute ≤ 1).
+    pub compute: f64,
+    pub demand: Demand,
+    pub isolation: Isolation,
+    /// Whole GPUs per replica (multi-GPU on one node); `None` means a fraction of one GPU is enough.
+    pub gpus: Option<u32>,
+    pub latency: Option<Latency>,
+    pub spread: Spread,
+    /// Pools the model may use (all pools when empty).
+    pub pools: Vec<String>,
+    /// GPU catalog ids the model may use (all when empty).
+    pub gpu_types: Vec<String>,
+    pub priority: i32,
+    /// Whether the model counts as an LLM for policies (`policy.llmNeverTimeSliced`).
+    pub llm: bool,
+    #[serde(skip)]
+    pub span: Option<Span>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Port {
+    pub name: String,
+    pub port: u16,
+    pub protocol: String,
+}
+
+/// How much of a model must run.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Demand {
+    /// A fixed number of replicas.
+    Replicas(u32),
+    /// A request rate to cover with measured per-profile throughput.
+    Rate {
+        /// Requests per second to serve.
+        rps: f64,
+        /// Measured points, by catalog GPU id then profile name (`whole` for a whole GPU).
+        throughput: BTreeMap<String, BTreeMap<String, Throughput>>,
+        /// Lower bound on replicas (availability), default 1.
+        min_replicas: u32,
+    },
+}
+
+/// One measured operating point of a model on one device size.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Throughput {
+    /// Requests per second one replica sustains.
+    pub rps: f64,
+    /// Latency of one batch at that rate, in milliseconds, if measured.
+    pub latency_ms: Option<f64>,
+    pub batch_size: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// A MIG instance or a whole GPU: memory and fault isolation.
+    Hardware,
+    /// Time-slicing allowed.
+    Shared,
+    /// Whole GPUs only.
+    Dedicated,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    None,
+    Gpu,
+    Node,
+}
+
+/// A latency objective and the latency measured on a whole, unshared GPU.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latency {
+    pub p99_ms: f64,
+    pub baseline_ms: Option<f64>,
+}
+
+/// Planning policies.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    /// Models marked `llm` are never time-sliced.
+    pub llm_never_time_sliced: bool,
+    /// Most time-slicing replicas per device.
+    pub max_time_slicing_replicas: u32,
+    /// Fraction of memory kept free on every device (0.0–0.5), default 0.05... see docs/manifest.md.
+    pub memory_headroom: f64,
+    /// Share of a GPU's compute that time-sliced tenants can use together (context switching costs the rest).
+    pub time_slicing_efficiency: f64,
+}
+
+impl Spec {
+    pub fn pool(&self, name: &str) -> Option<&Pool> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+
+    pub fn model(&self, name: &str) -> Option<&Model> {
+        self.models.iter().find(|m| m.name == name)
+    }
+}
