@@ -12,5 +12,6 @@ pub mod diagnostics;
 pub mod emit;
 pub mod manifest;
 pub mod plan;
+pub mod profiles;
 pub mod render;
 pub mod spec;

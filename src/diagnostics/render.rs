@@ -132,7 +132,7 @@ mod tests {
         let d = Diagnostic::error(codes::UNKNOWN_FIELD, "unknown field `replicsa`")
             .at(Span::new(file, 26..34), "not a field of a model")
             .with_help("did you mean `replicas`?");
-        let text = human(&sources, &[d.clone()], false);
+        let text = human(&sources, std::slice::from_ref(&d), false);
         assert!(text.contains("error[unknown-field]: unknown field `replicsa`"), "{text}");
         assert!(text.contains("gpuplan.yaml:3:5"), "{text}");
         assert!(text.contains("help: did you mean `replicas`?"), "{text}");

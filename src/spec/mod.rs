@@ -181,26 +181,42 @@ pub struct Port {
 pub enum Demand {
     /// A fixed number of replicas.
     Replicas(u32),
-    /// A request rate to cover with measured per-profile throughput.
-    Rate {
-        /// Requests per second to serve.
-        rps: f64,
-        /// Measured points, by catalog GPU id then profile name (`whole` for a whole GPU).
-        throughput: BTreeMap<String, BTreeMap<String, Throughput>>,
-        /// Lower bound on replicas (availability), default 1.
-        min_replicas: u32,
-    },
+    /// A request rate to cover with the user's measured per-profile throughput (the MIG-serving /
+    /// ParvaGPU formulation): the planner picks sizes and replica counts.
+    Rate(RateDemand),
+}
+
+/// A request-rate demand with the measurements that size it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RateDemand {
+    /// Requests per second to serve.
+    pub rps: f64,
+    /// Latency objective for one request, in milliseconds, if any.
+    pub slo_ms: Option<f64>,
+    /// A point is admitted only if `latency_ms < admission_factor × slo_ms` (ParvaGPU: 0.45).
+    pub admission_factor: f64,
+    /// Lower bound on replicas (availability), default 1.
+    pub min_replicas: u32,
+    /// Measured operating points, in the order given.
+    pub points: Vec<MeasuredPoint>,
 }
 
 /// One measured operating point of a model on one device size.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Throughput {
-    /// Requests per second one replica sustains.
+pub struct MeasuredPoint {
+    /// Catalog GPU id the measurement was taken on.
+    pub gpu: String,
+    /// MIG profile name as NVML prints it, or `whole` for a whole GPU.
+    pub profile: String,
+    pub batch_size: u32,
+    /// Concurrent processes sharing the device during the measurement (MPS); 1 = alone.
+    pub processes: u32,
+    /// Requests per second one replica (one process) sustains.
     pub rps: f64,
-    /// Latency of one batch at that rate, in milliseconds, if measured.
-    pub latency_ms: Option<f64>,
-    pub batch_size: Option<u32>,
+    /// Latency of one batch in milliseconds.
+    pub latency_ms: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
