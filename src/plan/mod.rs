@@ -8,6 +8,8 @@
 //! Invariants: deterministic (same bytes for the same input, whatever its order); every MIG
 //! layout in a plan passed [`crate::catalog::layout::validate`]; solver types never leave this module.
 
+pub mod latency;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
