@@ -180,7 +180,8 @@ fn parse_points(
                 Diagnostic::error(
                     codes::MEASUREMENT_DUPLICATE,
                     format!(
-                        "`{gpu}` `{profile}` at batch size {batch_size} with {processes} process(es) is measured twice"
+                        "`{gpu}` `{profile}` at batch size {batch_size} with {processes} {} is measured twice",
+                        if processes == 1 { "process" } else { "processes" }
                     ),
                 )
                 .at(row, "second measurement")
