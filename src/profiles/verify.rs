@@ -402,15 +402,11 @@ fn check_layout(gpu: &GpuModel, instances: &[PlacedInstance]) -> Vec<String> {
 /// The entry mig-parted leaves in force on GPU `index`: entries apply in order to every GPU
 /// their device filter and device list match, so the last match wins.
 fn applied_entry<'a>(config: &'a MigConfig, gpu: &GpuModel, index: u32) -> Option<&'a MigConfigEntry> {
-    config
-        .entries
-        .iter()
-        .filter(|e| e.devices.as_ref().is_none_or(|d| d.contains(&index)))
-        .filter(|e| {
-            e.device_filter.is_empty()
-                || e.device_filter.iter().any(|f| gpu.pci_ids.iter().any(|p| p.eq_ignore_ascii_case(f)))
-        })
-        .next_back()
+    config.entries.iter().rfind(|e| {
+        e.devices.as_ref().is_none_or(|d| d.contains(&index))
+            && (e.device_filter.is_empty()
+                || e.device_filter.iter().any(|f| gpu.pci_ids.iter().any(|p| p.eq_ignore_ascii_case(f))))
+    })
 }
 
 fn check_mig_config(
