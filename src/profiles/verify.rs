@@ -506,18 +506,26 @@ mod tests {
         for model in &spec.models {
             let Demand::Rate(d) = &model.demand else { continue };
             let best = best_admitted(&d.points, d.slo_ms, d.admission_factor);
-            let (profile, rps) = best
-                .values()
-                .map(|a| (a.point.profile.clone(), a.point.rps))
-                .max_by(|x, y| {
-                    let per = |p: &(String, f64)| {
-                        p.1 / f64::from(gpu.profile(&p.0).expect("profile").compute_slices)
-                    };
-                    per(x).total_cmp(&per(y))
-                })
+            let slices = |profile: &str| u32::from(gpu.profile(profile).expect("profile").compute_slices);
+            let options: Vec<(String, f64)> =
+                best.values().map(|a| (a.point.profile.clone(), a.point.rps)).collect();
+            let (profile, rps) = options
+                .iter()
+                .max_by(|x, y| (x.1 / f64::from(slices(&x.0))).total_cmp(&(y.1 / f64::from(slices(&y.0)))))
                 .expect("an admitted point");
-            for _ in 0..(d.rps / rps).ceil() as u32 {
+            let full = (d.rps / rps).floor() as u32;
+            for _ in 0..full {
                 wanted.push((model.name.clone(), profile.clone()));
+            }
+            // The remainder on the smallest device that covers it.
+            let rest = d.rps - f64::from(full) * rps;
+            if rest > 1e-9 {
+                let small = options
+                    .iter()
+                    .filter(|(_, r)| *r >= rest)
+                    .min_by(|x, y| slices(&x.0).cmp(&slices(&y.0)).then(y.1.total_cmp(&x.1)))
+                    .map_or_else(|| profile.clone(), |(p, _)| p.clone());
+                wanted.push((model.name.clone(), small));
             }
         }
         wanted.sort_by_key(|(_, p)| std::cmp::Reverse(gpu.profile(p).expect("profile").compute_slices));
@@ -734,5 +742,37 @@ mod tests {
         plan.quality.gpus_used = 1;
         let v = verify(&spec, &catalog, &plan);
         assert_eq!(v.problems, vec!["the plan reports 1 GPUs used but uses 2".to_owned()]);
+    }
+
+    /// The verifier on real data: the reference plan of every ParvaGPU scenario passes it.
+    /// Reads `../shared/reference/papers/parvagpu` (skipped when absent, unless `CI` is set).
+    #[test]
+    fn accepts_reference_plans_of_every_parvagpu_scenario() {
+        use crate::diagnostics::Sources;
+        use crate::profiles::parvagpu::{Dataset, Files, ImportOptions, bounds};
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/papers/parvagpu");
+        if !dir.is_dir() {
+            assert!(std::env::var_os("CI").is_none(), "CI needs the ParvaGPU artifact at {}", dir.display());
+            return;
+        }
+        let texts = Files::paths()
+            .into_iter()
+            .map(|(key, path)| (key, std::fs::read_to_string(dir.join(path)).expect("readable")));
+        let mut sources = Sources::new();
+        let dataset = Dataset::load(&mut sources, &Files::from_texts(texts), ImportOptions::default())
+            .unwrap_or_else(|d| panic!("{d:?}"));
+        let catalog = Catalog::builtin();
+        assert_eq!(dataset.scenarios.len(), 6);
+        for scenario in &dataset.scenarios {
+            let spec = dataset.spec(scenario, &catalog).expect("spec");
+            let plan = reference_plan(&spec, &catalog);
+            let v = verify(&spec, &catalog, &plan);
+            assert_eq!(v.problems, Vec::<String>::new(), "{}", scenario.name);
+            assert_eq!(v.models.len(), scenario.models.len());
+            assert!(v.models.iter().all(|m| m.capacity_rps >= m.required_rps));
+            let lower = bounds(&spec, &catalog).expect("bounds").lower_bound;
+            assert!(v.gpus_used >= lower, "{}: {} GPUs below the bound {lower}", scenario.name, v.gpus_used);
+        }
     }
 }
