@@ -982,4 +982,27 @@ mod tests {
         assert!(table.contains("| SLO1 | 6 | pending |"), "{table}");
         assert!(table.contains("| 2 | 1 (6.18 GPCs) | 6 / 6 |"), "{table}");
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn never_panics_on_any_parvagpu_text(text in "([0-9.,N/A \r\n-]|Mig instance|Latency){0,200}") {
+                let mut sources = Sources::new();
+                let _ = parse_profile(&mut sources, "p.csv", &text, ImportOptions::default());
+                let _ = parse_deployment(&mut sources, "d.csv", &text);
+                let _ = parse_table(&mut sources, "t.csv", &text);
+                let _ = parse_scenarios(&mut sources, ("r", &text), ("l", &text), &MODELS, ImportOptions::default());
+            }
+
+            #[test]
+            fn never_panics_on_unicode(text in "\\PC{0,200}") {
+                let mut sources = Sources::new();
+                let _ = parse_profile(&mut sources, "p.csv", &text, ImportOptions::default());
+                let _ = parse_scenarios(&mut sources, ("r", &text), ("l", &text), &MODELS, ImportOptions::default());
+            }
+        }
+    }
 }

@@ -17,6 +17,10 @@
 //! - coverage and latency: every replica of a rate-demand model sits on a device with an admitted
 //!   point (one process, `latency_ms < factor × slo_ms`), and the replicas together serve at
 //!   least the demanded rate, each at its device's best admitted point.
+//!
+//! Known limit: a [`Plan`] does not record which measured point (batch size) the planner chose
+//! for a replica, so the verifier credits each replica with the best admitted point of its
+//! device — a plan is accepted when some admissible choice of points covers every rate.
 
 use std::collections::{BTreeMap, BTreeSet};
 
