@@ -28,4 +28,20 @@ codes! {
     MISSING_FIELD = "missing-field";
     /// A value outside its allowed set or range.
     INVALID_VALUE = "invalid-value";
+
+    // --- measurements (measured-points CSV files, the ParvaGPU importer) ----------------------
+    /// The header of a measurements file is missing a column, repeats one, or has an unknown one.
+    MEASUREMENT_HEADER = "measurement-header";
+    /// A row of a measurements file has more or fewer fields than the header.
+    MEASUREMENT_ROW_LENGTH = "measurement-row-length";
+    /// A field of a measurements file is not a valid number, count or id, or is out of range.
+    MEASUREMENT_VALUE = "measurement-value";
+    /// A profile that is neither `whole` nor a GPU-instance profile of the point's GPU.
+    MEASUREMENT_PROFILE = "measurement-profile";
+    /// A measured point names a GPU the catalog does not know.
+    MEASUREMENT_GPU = "measurement-gpu";
+    /// Two rows measure the same GPU, profile, batch size and process count.
+    MEASUREMENT_DUPLICATE = "measurement-duplicate";
+    /// A measurements file without any measured point.
+    MEASUREMENT_EMPTY = "measurement-empty";
 }

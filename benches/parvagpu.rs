@@ -1,0 +1,123 @@
+//! The ParvaGPU (SC'24) benchmark: plans the six SLO scenarios with `gpuplan::plan::plan`, checks
+//! every plan with the independent verifier (`gpuplan::profiles::verify`), times the planner
+//! (median of several runs) and prints the markdown table of `docs/parvagpu.md`.
+//!
+//! Run: `cargo bench --bench parvagpu` (add `-- --truncate-slo` for ParvaGPU's whole-millisecond
+//! SLOs, `-- --runs N` for the number of timed runs, default 5). The artifact is read from
+//! `GPUPLAN_PARVAGPU_DIR`, or `../shared/reference/papers/parvagpu` next to the crate.
+//! Exit code 1 when a plan fails verification or the comparison checks, 2 when the input is missing.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use gpuplan::catalog::Catalog;
+use gpuplan::diagnostics::{Sources, render};
+use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, Row, markdown_table};
+use gpuplan::profiles::verify::verify;
+
+fn main() -> ExitCode {
+    let started = Instant::now();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = ImportOptions {
+        truncate_slo: args.iter().any(|a| a == "--truncate-slo"),
+        ..ImportOptions::default()
+    };
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5)
+        .max(1);
+    let dir = std::env::var_os("GPUPLAN_PARVAGPU_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/papers/parvagpu"),
+        PathBuf::from,
+    );
+    let mut texts = Vec::new();
+    for (key, path) in Files::paths() {
+        match std::fs::read_to_string(dir.join(&path)) {
+            Ok(text) => texts.push((key, text)),
+            Err(e) => {
+                eprintln!("error: cannot read `{}`: {e}", dir.join(&path).display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut sources = Sources::new();
+    let dataset = match Dataset::load(&mut sources, &Files::from_texts(texts), options) {
+        Ok(d) => d,
+        Err(diags) => {
+            eprint!("{}", render::human(&sources, &diags.0, false));
+            return ExitCode::from(2);
+        }
+    };
+    let catalog = Catalog::builtin();
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for scenario in &dataset.scenarios {
+        let spec = match dataset.spec(scenario, &catalog) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {}: {e}", scenario.name);
+                return ExitCode::from(2);
+            }
+        };
+        let mut row = Row::new(&dataset, scenario, &spec, &catalog);
+        let mut times = Vec::with_capacity(runs);
+        let mut result = None;
+        for _ in 0..runs {
+            let t = Instant::now();
+            let planned = gpuplan::plan::plan(&spec, &catalog);
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            let stop = planned.is_err();
+            result = Some(planned);
+            if stop {
+                break; // an error is not worth timing again
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        if matches!(result, Some(Ok(_))) {
+            row.median_ms = times.get(times.len() / 2).copied();
+        }
+        row.gpuplan = match result {
+            Some(Ok(plan)) => {
+                let v = verify(&spec, &catalog, &plan);
+                for problem in &v.problems {
+                    eprintln!("{}: verification: {problem}", scenario.name);
+                }
+                failed |= !v.is_ok();
+                Ok(v)
+            }
+            Some(Err(diags)) => {
+                Err(diags.iter().next().map_or_else(|| "no plan".to_owned(), |d| d.message.clone()))
+            }
+            None => Err("not planned".to_owned()),
+        };
+        rows.push(row);
+    }
+    println!("{}", markdown_table(&rows));
+    // The comparison the issue asks for.
+    let planned: Vec<(&Row, u32)> =
+        rows.iter().filter_map(|r| r.gpuplan.as_ref().ok().map(|v| (r, v.gpus_used))).collect();
+    if planned.is_empty() {
+        println!("gpuplan columns pending: the planner returned no plan");
+    } else {
+        let not_worse = planned.iter().all(|(r, n)| r.parvagpu_one_process.is_none_or(|p| *n <= p));
+        let strictly_better = planned.iter().any(|(r, n)| {
+            (r.scenario == "SLO5" || r.scenario == "SLO6") && r.parvagpu_one_process.is_some_and(|p| *n < p)
+        });
+        println!("gpuplan ≤ ParvaGPU 1-proc in every scenario: {}", if not_worse { "yes" } else { "NO" });
+        println!("gpuplan < ParvaGPU 1-proc in SLO5 or SLO6: {}", if strictly_better { "yes" } else { "NO" });
+        failed |= !(not_worse && strictly_better && planned.len() == rows.len());
+    }
+    println!(
+        "options: SLOs {}, {} timed run(s) per scenario; whole benchmark {:.2} s",
+        if options.truncate_slo { "truncated to whole ms" } else { "exact" },
+        runs,
+        started.elapsed().as_secs_f64()
+    );
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}

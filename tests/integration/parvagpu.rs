@@ -1,0 +1,54 @@
+//! The ParvaGPU SLO1 and SLO2 scenarios planned by the real planner and checked by the
+//! independent verifier (the whole six-scenario run is `cargo bench --bench parvagpu`).
+//!
+//! Needs the planner: enable with `mod parvagpu;` in `main.rs` once `plan::plan` handles
+//! `Demand::Rate`. Reads the artifact through `profiles::parvagpu_dataset` (skipped with a note
+//! when absent, failing under `CI`).
+
+use gpuplan::catalog::Catalog;
+use gpuplan::profiles::parvagpu::{ImportOptions, bounds};
+use gpuplan::profiles::verify::verify;
+
+use super::profiles::parvagpu_dataset;
+
+fn plans_and_verifies(scenario: &str) {
+    let Some(dataset) = parvagpu_dataset(ImportOptions::default()) else { return };
+    let catalog = Catalog::builtin();
+    let scenario = dataset.scenario(scenario).expect("scenario exists");
+    let spec = dataset.spec(scenario, &catalog).expect("spec");
+    let plan = match gpuplan::plan::plan(&spec, &catalog) {
+        Ok(plan) => plan,
+        Err(d) => {
+            panic!("no plan for {}: {:?}", scenario.name, d.iter().map(|d| &d.message).collect::<Vec<_>>())
+        }
+    };
+    let v = verify(&spec, &catalog, &plan);
+    assert!(v.is_ok(), "{} fails verification: {:#?}", scenario.name, v.problems);
+    assert_eq!(v.models.len(), scenario.models.len());
+    let lower = bounds(&spec, &catalog).expect("bounds").lower_bound;
+    let parvagpu_one_process =
+        dataset.reference_number(&scenario.name, "rerun_maxproc1_gpus").expect("reference row") as u32;
+    assert!(v.gpus_used >= lower, "{} GPUs is below the lower bound {lower}", v.gpus_used);
+    assert!(
+        v.gpus_used <= parvagpu_one_process,
+        "{} uses {} GPUs, more than ParvaGPU with one process ({parvagpu_one_process})",
+        scenario.name,
+        v.gpus_used
+    );
+    // Same input, same plan.
+    let again = gpuplan::plan::plan(&spec, &catalog).expect("plans twice");
+    assert_eq!(
+        serde_json::to_string(&plan).expect("plan serializes"),
+        serde_json::to_string(&again).expect("plan serializes")
+    );
+}
+
+#[test]
+fn plans_parvagpu_slo1_within_the_one_process_baseline() {
+    plans_and_verifies("SLO1");
+}
+
+#[test]
+fn plans_parvagpu_slo2_within_the_one_process_baseline() {
+    plans_and_verifies("SLO2");
+}
