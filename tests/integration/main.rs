@@ -1,4 +1,8 @@
 //! Whole CLI runs: exit codes, stdout and stderr. One test binary for the whole suite.
 
+mod bundle;
 mod cli;
 mod docs;
+mod emit;
+mod fixtures_plans;
+mod tools;
