@@ -173,3 +173,83 @@ fn an_empty_bundle_only_writes_the_index() {
     emit(&Bundle::default(), &out, Mode::Write).expect("writes");
     assert_eq!(tree(&out).keys().collect::<Vec<_>>(), vec![INDEX]);
 }
+
+const SEED_MANIFEST: &str = "\
+apiVersion: gpuplan.io/v1alpha1
+kind: GpuPlan
+metadata: { name: voice-prod }
+cluster:
+  namespace: inference
+  operatorNamespace: gpu-operator
+inventory:
+  pools:
+    - name: a100
+      gpu: A100-SXM4-80GB
+      gpusPerNode: 2
+      nodes: [gpu-a-1]
+      costPerGpuHour: 2.4
+models:
+  - name: parakeet-asr
+    image: nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0
+    memory: 10GiB
+    compute: 0.15
+    replicas: 2
+    isolation: hardware
+  - name: nemotron-llm
+    image: nvcr.io/nim/nvidia/nemotron-mini-4b-instruct:1.2.0
+    memory: 70GiB
+    gpus: 1
+    replicas: 1
+";
+
+fn cli(args: &[&str], dir: &Path) -> std::process::Output {
+    crate::cli::gpuplan().args(args).current_dir(dir).output().expect("runs gpuplan")
+}
+
+/// The whole CLI loop: compile → check (0) → hand edit → check (1, names the file) → diff.
+/// While the manifest front end or the planner refuses the seed manifest, compile must exit 1
+/// and write nothing — and `check` must not report a clean directory either.
+#[test]
+fn cli_compile_check_and_diff_agree() {
+    let root = tmp();
+    fs::write(root.path().join("gpuplan.yaml"), SEED_MANIFEST).expect("write manifest");
+    let compile = cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path());
+    let check = |dir: &Path| cli(&["check", "gpuplan.yaml", "--out", "out"], dir);
+    if compile.status.code() != Some(0) {
+        assert_eq!(compile.status.code(), Some(1), "{}", String::from_utf8_lossy(&compile.stderr));
+        assert!(!root.path().join("out").exists(), "a failed compile wrote output");
+        assert_eq!(check(root.path()).status.code(), Some(1));
+        return;
+    }
+    let out = root.path().join("out");
+    assert!(out.join("kustomization.yaml").exists());
+    assert_eq!(check(root.path()).status.code(), Some(0));
+    let again = cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path());
+    assert_eq!(again.status.code(), Some(0));
+
+    fs::write(out.join("PLAN.md"), "edited by hand\n").expect("edit");
+    let before = tree(&out);
+    let stale = check(root.path());
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&stale.stderr).contains("PLAN.md"));
+    let diff = cli(&["diff", "gpuplan.yaml", "--out", "out"], root.path());
+    assert_eq!(diff.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&diff.stdout).contains("+++ b/PLAN.md"));
+    let json = cli(&["diff", "gpuplan.yaml", "--out", "out", "--format", "json"], root.path());
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(value["changes"][0]["path"], "PLAN.md");
+    assert_eq!(value["changes"][0]["kind"], "modified");
+    assert_eq!(before, tree(&out), "check and diff wrote nothing");
+}
+
+#[test]
+fn cli_refuses_an_unknown_template_override() {
+    let root = tmp();
+    fs::write(root.path().join("gpuplan.yaml"), SEED_MANIFEST).expect("write manifest");
+    fs::create_dir_all(root.path().join("tpl")).expect("mkdir");
+    fs::write(root.path().join("tpl/deploymnet.yaml.j2"), "x").expect("write");
+    let run = cli(&["compile", "gpuplan.yaml", "--out", "out", "--templates", "tpl"], root.path());
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("`deployment.yaml.j2`"));
+    assert!(!root.path().join("out").exists());
+}
