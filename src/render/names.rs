@@ -220,11 +220,42 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
             }
         }
     }
+    let mut deployments: std::collections::BTreeMap<String, &str> = std::collections::BTreeMap::new();
+    for model in &plan.models {
+        for (i, group) in model.groups.iter().enumerate() {
+            if !is_extended_resource(&group.resource) {
+                diags.push(unsafe_name(
+                    None,
+                    "resource",
+                    &group.resource,
+                    "an extended resource name such as `nvidia.com/mig-3g.40gb`",
+                ));
+            }
+            let name = deployment_name(&model.name, &model.groups, i);
+            if let Some(other) = deployments.insert(name.clone(), &model.name) {
+                diags.push(
+                    Diagnostic::error(
+                        codes::UNSAFE_NAME,
+                        format!(
+                            "models `{other}` and `{}` would both render the Deployment `{name}`",
+                            model.name
+                        ),
+                    )
+                    .with_help("rename one of the models"),
+                );
+            }
+        }
+    }
     for name in plan.mig_configs.keys().chain(plan.device_plugin_configs.keys()) {
         if !is_configmap_key(name) || !is_label_value(name) {
             diags.push(unsafe_name(None, "config name", name, LABEL_VALUE));
         }
     }
+}
+
+/// An extended resource name: `<domain>/<name>` with a label-value name, e.g. `nvidia.com/gpu.shared`.
+pub fn is_extended_resource(s: &str) -> bool {
+    s.split_once('/').is_some_and(|(prefix, name)| is_dns_subdomain(prefix) && is_label_value(name))
 }
 
 /// A label key: optional DNS-subdomain prefix and `/`, then a name part like a label value.
@@ -265,6 +296,14 @@ mod tests {
         assert!(a.len() <= 63 && b.len() <= 63);
         assert_ne!(a, b);
         assert_eq!(a, shorten(&"x".repeat(80), 63));
+    }
+
+    #[test]
+    fn extended_resources_need_a_domain() {
+        assert!(is_extended_resource("nvidia.com/mig-1g.10gb.me"));
+        assert!(is_extended_resource("nvidia.com/gpu.shared"));
+        assert!(!is_extended_resource("gpu"));
+        assert!(!is_extended_resource("nvidia.com/\n"));
     }
 
     #[test]

@@ -369,6 +369,22 @@ fn hostile_names_are_rejected_not_rewritten() {
         ("namespace", Box::new(|f| f.spec.cluster.namespace = "inference\n  evil: true".to_owned())),
         ("node name", Box::new(|f| f.plan.pools[0].nodes[0].name = "../gpu-a-1".to_owned())),
         ("config name", Box::new(|f| f.plan.pools[0].nodes[0].mig_config = "x\"y".to_owned())),
+        ("resource", Box::new(|f| f.plan.models[0].groups[0].resource = "nvidia.com/mig\n-x: 2".to_owned())),
+        (
+            "deployment clash",
+            Box::new(|f| {
+                let mut clash = f.plan.models[0].clone();
+                clash.groups.push(clash.groups[0].clone());
+                clash.groups[1].resource = "nvidia.com/gpu".to_owned();
+                f.plan.models[0] = clash;
+                let mut other = f.plan.models[1].clone();
+                other.name = format!("{}-gpu", f.plan.models[0].name);
+                let mut spec_model = f.spec.models[1].clone();
+                spec_model.name = other.name.clone();
+                f.spec.models.push(spec_model);
+                f.plan.models.push(other);
+            }),
+        ),
     ];
     for (what, break_it) in cases {
         let mut f = fx::voice_pipeline();
