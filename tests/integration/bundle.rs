@@ -472,3 +472,23 @@ fn autoscaled_pools_get_node_template_labels_instead_of_node_patches() {
     assert_eq!(groups[0]["taints"][0]["key"], "nvidia.com/gpu");
     assert!(!b.files.contains_key("nodes/node-labels.yaml"));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever text a user puts in env values and args, it comes back byte for byte from the
+    /// rendered YAML and adds no document.
+    #[test]
+    fn any_env_value_and_arg_round_trips(value in "\\PC*|[\\x00-\\x7f\\u{85}\\u{2028}\\u{2029}\\u{feff}]{0,40}", arg in ".*") {
+        let mut f = fx::voice_pipeline();
+        let asr = f.spec.models.iter_mut().find(|m| m.name == "parakeet-asr").expect("asr");
+        asr.env = vec![("V".to_owned(), value.clone())];
+        asr.args = vec![arg.clone()];
+        let b = bundle(&f);
+        let docs = check_documents(&b.files["workloads/parakeet-asr.yaml"]).expect("parses");
+        proptest::prop_assert_eq!(docs.len(), 3);
+        let c = &docs[0]["spec"]["template"]["spec"]["containers"][0];
+        proptest::prop_assert_eq!(&c["env"][0]["value"], &Value::String(value));
+        proptest::prop_assert_eq!(&c["args"][0], &Value::String(arg));
+    }
+}
