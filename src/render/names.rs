@@ -125,8 +125,27 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
             diags.push(unsafe_name(None, what, value, DNS_LABEL));
         }
     }
-    if !is_label_value(&spec.name) {
-        diags.push(unsafe_name(None, "plan name", &spec.name, LABEL_VALUE));
+    // The plan name prefixes object names (`gpuplan-<name>`) and is a label value.
+    if !is_dns_label(&spec.name) || spec.name.len() > 40 {
+        diags.push(unsafe_name(
+            None,
+            "plan name",
+            &spec.name,
+            "lowercase letters, digits and `-`, at most 40 characters",
+        ));
+    }
+    if let Some(argo) = &spec.cluster.output.argocd {
+        if !is_dns_label(&argo.namespace) {
+            diags.push(unsafe_name(None, "Argo CD namespace", &argo.namespace, DNS_LABEL));
+        }
+    }
+    if let Some(flux) = &spec.cluster.output.flux {
+        if !is_dns_label(&flux.namespace) {
+            diags.push(unsafe_name(None, "Flux namespace", &flux.namespace, DNS_LABEL));
+        }
+        if !is_dns_subdomain(&flux.source_name) {
+            diags.push(unsafe_name(None, "Flux source name", &flux.source_name, DNS_LABEL));
+        }
     }
     for model in &spec.models {
         let span = model.span.as_ref();

@@ -95,3 +95,19 @@ fn every_document_validates_with_kubernetes_validate_strict() {
         assert!(!stdout.contains("ERROR") && !stderr.contains("ERROR"), "{version}:\n{stdout}\n{stderr}");
     }
 }
+
+#[test]
+fn an_empty_plan_still_builds() {
+    let Some(kubectl) = tool("kubectl", None) else { return };
+    let mut f = fx::time_sliced();
+    f.spec.models.clear();
+    f.plan.models.clear();
+    f.plan.pools.clear();
+    f.plan.device_plugin_configs.clear();
+    let root = tempfile::tempdir().expect("temp dir");
+    let out = root.path().join("bundle");
+    write_bundle(&f, &out);
+    assert!(!out.join("nodes/node-labels.yaml").exists());
+    let run = Command::new(&kubectl).arg("kustomize").arg(&out).output().expect("kubectl runs");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+}
