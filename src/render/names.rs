@@ -134,10 +134,8 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
             "lowercase letters, digits and `-`, at most 40 characters",
         ));
     }
-    if let Some(argo) = &spec.cluster.output.argocd {
-        if !is_dns_label(&argo.namespace) {
-            diags.push(unsafe_name(None, "Argo CD namespace", &argo.namespace, DNS_LABEL));
-        }
+    if let Some(argo) = spec.cluster.output.argocd.as_ref().filter(|a| !is_dns_label(&a.namespace)) {
+        diags.push(unsafe_name(None, "Argo CD namespace", &argo.namespace, DNS_LABEL));
     }
     if let Some(flux) = &spec.cluster.output.flux {
         if !is_dns_label(&flux.namespace) {
