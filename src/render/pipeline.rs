@@ -8,12 +8,14 @@
 use crate::catalog::Catalog;
 use crate::diagnostics::{Diagnostics, Sources};
 use crate::plan::Plan;
+use crate::spec::Spec;
 
 use super::{Bundle, Templates};
 
 /// A compiled manifest.
 #[derive(Debug)]
 pub struct Compiled {
+    pub spec: Spec,
     pub plan: Plan,
     pub bundle: Bundle,
     /// Warnings of every stage (never errors).
@@ -33,5 +35,5 @@ pub fn bundle_from_manifest(
     let (spec, warnings) = crate::spec::validate(&manifest, catalog)?;
     let plan = crate::plan::plan(&spec, catalog)?;
     let bundle = super::render(&spec, catalog, &plan, templates)?;
-    Ok(Compiled { plan, bundle, warnings })
+    Ok(Compiled { spec, plan, bundle, warnings })
 }

@@ -492,3 +492,68 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&c["args"][0], &Value::String(arg));
     }
 }
+
+/// For every plan: each Deployment's resource exists on every node it is steered to — a MIG
+/// resource in a MIG-enabled entry (whose layout is valid on the pool's GPU) of the node's
+/// mig-parted config, a whole GPU in a MIG-disabled entry, a `.shared` resource in the node's
+/// time-slicing config.
+#[test]
+fn every_requested_resource_exists_in_its_nodes_configs() {
+    let catalog = fx::catalog();
+    for f in fx::all() {
+        let docs = documents(&bundle(&f));
+        let config = mig_parted(&docs);
+        let dp = configmap_data(&docs, "gpuplan-device-plugin-config");
+        for model in &f.plan.models {
+            for group in &model.groups {
+                let pool = f.plan.pools.iter().find(|p| p.name == group.pool).expect("pool");
+                let gpu = catalog.get(&pool.gpu).expect("gpu in catalog");
+                let (base, shared) = match group.resource.strip_suffix(".shared") {
+                    Some(base) => (base, true),
+                    None => (group.resource.as_str(), false),
+                };
+                for node in pool.nodes.iter().filter(|n| group.nodes.contains(&n.name)) {
+                    let entries = &config.mig_configs[&node.mig_config];
+                    let mut exposed = Vec::new();
+                    for e in entries {
+                        match (&e.mig_devices, e.mig_enabled) {
+                            (Some(devices), true) => {
+                                let profiles: Vec<&str> = devices
+                                    .iter()
+                                    .flat_map(|(p, &n)| std::iter::repeat_n(p.as_str(), n as usize))
+                                    .collect();
+                                layout::validate(gpu, &profiles)
+                                    .unwrap_or_else(|e| panic!("{}: `{}`: {e}", f.name, node.mig_config));
+                                exposed.extend(
+                                    devices.keys().map(|p| format!("nvidia.com/mig-{}", p.replace('+', "."))),
+                                );
+                            }
+                            _ => exposed.push("nvidia.com/gpu".to_owned()),
+                        }
+                    }
+                    assert!(
+                        exposed.iter().any(|r| r == base),
+                        "{}: `{base}` not exposed on `{}`: {exposed:?}",
+                        f.name,
+                        node.name
+                    );
+                    if shared {
+                        let text = &dp[&node.device_plugin_config];
+                        let typed: DevicePluginConfig = serde_saphyr::from_str(text).expect("parses");
+                        let ts = typed.sharing.and_then(|s| s.time_slicing).expect("time-slicing config");
+                        assert!(
+                            ts.rename_by_default == Some(true),
+                            "{}: `.shared` needs renameByDefault",
+                            f.name
+                        );
+                        assert!(
+                            ts.resources.iter().any(|r| r.name == base),
+                            "{}: `{base}` not time-sliced",
+                            f.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

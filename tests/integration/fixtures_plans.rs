@@ -23,14 +23,46 @@ pub const A100: &str = "A100-SXM4-80GB";
 /// One test case: a spec and the plan made for it.
 #[derive(Debug)]
 pub struct Fixture {
-    pub name: &'static str,
+    pub name: String,
     pub spec: Spec,
     pub plan: Plan,
 }
 
-/// Every fixture plan.
+/// Every fixture plan: the hand-built ones, then every example manifest the pipeline compiles.
 pub fn all() -> Vec<Fixture> {
-    vec![voice_pipeline(), time_sliced(), autoscaled(), multi_gpu()]
+    let mut all = vec![voice_pipeline(), time_sliced(), autoscaled(), multi_gpu()];
+    all.extend(examples());
+    all
+}
+
+/// `examples/*.yaml` and `examples/*/gpuplan.yaml`, compiled with the real front end and planner.
+/// A manifest the pipeline refuses is left out here: whether every example compiles is the
+/// examples test's job; these tests check the bundles of those that do.
+pub fn examples() -> Vec<Fixture> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let mut paths: Vec<std::path::PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .map(|p| if p.is_dir() { p.join("gpuplan.yaml") } else { p })
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    paths.sort();
+    let catalog = catalog();
+    let templates = gpuplan::render::Templates::builtin();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let rel = path.strip_prefix(&dir).ok()?.to_string_lossy().into_owned();
+            let mut sources = gpuplan::diagnostics::Sources::new();
+            let compiled =
+                gpuplan::render::bundle_from_manifest(&mut sources, &rel, &text, &catalog, &templates)
+                    .ok()?;
+            let name = format!("example-{}", rel.trim_end_matches(".yaml").replace(['/', '.'], "-"));
+            Some(Fixture { name, spec: compiled.spec, plan: compiled.plan })
+        })
+        .collect()
 }
 
 pub fn catalog() -> Catalog {
@@ -239,7 +271,7 @@ pub fn voice_pipeline() -> Fixture {
         device_plugin_configs: BTreeMap::from([("voice-prod-exclusive".to_owned(), exclusive())]),
         quality: quality(2, 2, 4, Some(4.8)),
     };
-    Fixture { name: "voice-pipeline", spec, plan }
+    Fixture { name: "voice-pipeline".to_owned(), spec, plan }
 }
 
 /// Small shared models time-sliced on one whole GPU (4 slots), on a tainted pool with a node
@@ -300,7 +332,7 @@ pub fn time_sliced() -> Fixture {
         )]),
         quality: quality(1, 1, 4, None),
     };
-    Fixture { name: "time-sliced", spec, plan }
+    Fixture { name: "time-sliced".to_owned(), spec, plan }
 }
 
 /// An autoscaled pool whose node template carries a 7 × 1g.10gb layout; the reranker's replicas
@@ -343,7 +375,7 @@ pub fn autoscaled() -> Fixture {
         device_plugin_configs: BTreeMap::from([("burst-exclusive".to_owned(), exclusive())]),
         quality: quality(2, 2, 10, Some(4.8)),
     };
-    Fixture { name: "autoscaled", spec, plan }
+    Fixture { name: "autoscaled".to_owned(), spec, plan }
 }
 
 /// A tensor-parallel model on 4 whole GPUs of one node, next to a model split over two groups
@@ -422,5 +454,5 @@ pub fn multi_gpu() -> Fixture {
         device_plugin_configs: BTreeMap::from([("big-models-exclusive".to_owned(), exclusive())]),
         quality: quality(6, 6, 7, Some(14.4)),
     };
-    Fixture { name: "multi-gpu", spec, plan }
+    Fixture { name: "multi-gpu".to_owned(), spec, plan }
 }

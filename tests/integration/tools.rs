@@ -66,7 +66,7 @@ fn every_document_validates_with_kubernetes_validate_strict() {
     let root = tempfile::tempdir().expect("temp dir");
     let mut files = Vec::new();
     for f in fx::all() {
-        let out = root.path().join(f.name);
+        let out = root.path().join(&f.name);
         write_bundle(&f, &out);
         for (path, text) in &bundle(&f).files {
             // Kubernetes objects only: kustomization files, Helm values and the autoscaled-pool
