@@ -248,6 +248,12 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
                     "an extended resource name such as `nvidia.com/mig-3g.40gb`",
                 ));
             }
+            if group.resource.ends_with(".shared") && group.per_replica != 1 {
+                diags.push(super::internal(format!(
+                    "model `{}` asks for {} replicas of the shared resource `{}`; a time-sliced request is always 1",
+                    model.name, group.per_replica, group.resource
+                )));
+            }
             let name = deployment_name(&model.name, &model.groups, i);
             if let Some(other) = deployments.insert(name.clone(), &model.name) {
                 diags.push(
