@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::compile::run_mode;
 use super::{Ctx, ExitStatus, ManifestArgs};
+use crate::emit::Mode;
 
 /// Exit 1 when the committed output differs from a fresh compile (names the files); 0 when identical.
 ///
@@ -21,7 +23,6 @@ pub struct CheckArgs {
     pub templates: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Ctx, _args: &CheckArgs) -> anyhow::Result<ExitStatus> {
-    ctx.err("error: `check` is not implemented yet")?;
-    Ok(ExitStatus::Problems)
+pub fn run(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<ExitStatus> {
+    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Check)
 }

@@ -1,11 +1,16 @@
-//! `gpuplan compile`: manifest → plan → bundle → output directory.
+//! `gpuplan compile`: manifest → plan → bundle → output directory. Also the shared body of
+//! `check` and `diff` ([`run_mode`]): all three compile the same way and differ only in the
+//! [`Mode`] handed to [`crate::emit::emit`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use clap::Args;
 
-use super::common::{load_spec, report};
-use super::{Ctx, ExitStatus, ManifestArgs};
+use super::common::{load_spec, read_text, report};
+use super::{Ctx, ExitStatus, Format, ManifestArgs};
+use crate::emit::{self, ChangeKind, Mode, Outcome};
+use crate::render::Templates;
 
 /// Plan a manifest and write the GitOps bundle into a directory.
 ///
@@ -23,17 +28,119 @@ pub struct CompileArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &CompileArgs) -> anyhow::Result<ExitStatus> {
-    let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
+    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Write)
+}
+
+/// Reads the built-in templates, replaced by file name with those in `dir`.
+pub fn load_templates(dir: Option<&Path>) -> anyhow::Result<Templates> {
+    let mut templates = Templates::builtin();
+    let Some(dir) = dir else { return Ok(templates) };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the templates folder `{}`", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot read the templates folder `{}`", dir.display()))?;
+    entries.sort();
+    for path in entries.iter().filter(|p| p.is_file()) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        templates
+            .replace(&name, read_text(path)?)
+            .map_err(|e| anyhow::anyhow!("`{}`: {e}", path.display()))?;
+    }
+    Ok(templates)
+}
+
+/// Compiles and then writes (`compile`), compares (`check`) or diffs (`diff`) the output directory.
+pub fn run_mode(
+    ctx: &Ctx,
+    input: &ManifestArgs,
+    out: &Path,
+    templates: Option<&Path>,
+    mode: Mode,
+) -> anyhow::Result<ExitStatus> {
+    let templates = load_templates(templates)?;
+    let Ok((sources, catalog, spec)) = load_spec(ctx, input)? else {
         return Ok(ExitStatus::Problems);
     };
-    match crate::plan::plan(&spec, &catalog) {
+    let plan = match crate::plan::plan(&spec, &catalog) {
+        Ok(plan) => plan,
         Err(diags) => {
             report(ctx, &sources, &diags)?;
-            Ok(ExitStatus::Problems)
+            return Ok(ExitStatus::Problems);
         }
-        Ok(_plan) => {
-            ctx.err("error: rendering the bundle is not implemented yet; nothing was written")?;
-            Ok(ExitStatus::Problems)
+    };
+    let bundle = match crate::render::render(&spec, &catalog, &plan, &templates) {
+        Ok(bundle) => bundle,
+        Err(diags) => {
+            report(ctx, &sources, &diags)?;
+            return Ok(ExitStatus::Problems);
+        }
+    };
+    let outcome = emit::emit(&bundle, out, mode)?;
+    print_outcome(ctx, out, mode, &outcome)?;
+    Ok(match mode {
+        Mode::Write => ExitStatus::Success,
+        Mode::Check | Mode::Diff if outcome.is_clean() => ExitStatus::Success,
+        Mode::Check | Mode::Diff => ExitStatus::Problems,
+    })
+}
+
+fn verb(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Added => "added",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Removed => "removed",
+    }
+}
+
+fn print_outcome(ctx: &Ctx, out: &Path, mode: Mode, outcome: &Outcome) -> anyhow::Result<()> {
+    if ctx.format == Format::Json {
+        let changes: Vec<serde_json::Value> = outcome
+            .changes
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::json!({ "path": c.path, "kind": c.kind });
+                if mode == Mode::Diff {
+                    v["diff"] = serde_json::Value::String(emit::change_diff(c));
+                }
+                v
+            })
+            .collect();
+        return ctx.json(&serde_json::json!({
+            "directory": out.display().to_string(),
+            "clean": outcome.is_clean(),
+            "changes": changes,
+        }));
+    }
+    match mode {
+        Mode::Diff => {
+            if !outcome.is_clean() {
+                ctx.out(&emit::unified_diff(outcome))?;
+            }
+        }
+        Mode::Write | Mode::Check => {
+            let mut lines = String::new();
+            for c in &outcome.changes {
+                lines.push_str(&format!("  {:<8} {}\n", verb(c.kind), c.path));
+            }
+            let summary = match (mode, outcome.is_clean()) {
+                (Mode::Write, true) => format!("`{}` is up to date", out.display()),
+                (Mode::Write, false) => {
+                    format!("wrote {} change(s) to `{}`:\n{lines}", outcome.changes.len(), out.display())
+                }
+                (_, true) => format!("`{}` is up to date", out.display()),
+                (_, false) => format!(
+                    "error: `{}` is stale: {} file(s) differ from a fresh compile:\n{lines}run `gpuplan compile` and commit the result",
+                    out.display(),
+                    outcome.changes.len()
+                ),
+            };
+            if mode == Mode::Check && !outcome.is_clean() {
+                ctx.err(&summary)?;
+            } else {
+                ctx.status(&summary)?;
+            }
         }
     }
+    Ok(())
 }

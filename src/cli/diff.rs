@@ -1,10 +1,12 @@
-//! `gpuplan diff`: compare a fresh compile with the committed output directory.
+//! `gpuplan diff`: print what `compile` would change in the output directory.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
+use super::compile::run_mode;
 use super::{Ctx, ExitStatus, ManifestArgs};
+use crate::emit::Mode;
 
 /// Print a unified diff of what `compile` would change in the output directory.
 ///
@@ -21,7 +23,6 @@ pub struct DiffArgs {
     pub templates: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Ctx, _args: &DiffArgs) -> anyhow::Result<ExitStatus> {
-    ctx.err("error: `diff` is not implemented yet")?;
-    Ok(ExitStatus::Problems)
+pub fn run(ctx: &Ctx, args: &DiffArgs) -> anyhow::Result<ExitStatus> {
+    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Diff)
 }

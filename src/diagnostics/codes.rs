@@ -44,4 +44,13 @@ codes! {
     MEASUREMENT_DUPLICATE = "measurement-duplicate";
     /// A measurements file without any measured point.
     MEASUREMENT_EMPTY = "measurement-empty";
+    // --- render (the GitOps bundle) ------------------------------------------------------------
+    /// A name that Kubernetes or the file system would reject or misread.
+    UNSAFE_NAME = "unsafe-name";
+    /// A template failed to parse or render.
+    TEMPLATE_ERROR = "template-error";
+    /// A template rendered text that is not one or more YAML mappings.
+    INVALID_RENDERED_YAML = "invalid-rendered-yaml";
+    /// gpuplan could not render a file it generated itself (a bug).
+    RENDER_FAILED = "render-failed";
 }

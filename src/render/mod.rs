@@ -1,13 +1,230 @@
 //! Rendering: from a [`Plan`] (and the [`Spec`] it came from) to a [`Bundle`] of files.
 //!
-//! In: plan, spec, catalog and templates. Out: relative path → file text, deterministic
-//! (no timestamps, sorted keys). Templates only ever see view types built here, never the raw
-//! manifest; every value is escaped so no input can inject YAML.
+//! In: plan, spec, catalog and [`Templates`]. Out: relative path → file text, the GitOps bundle
+//! laid out as `docs/bundle.md` describes — or diagnostics when a name would be unsafe in a
+//! Kubernetes object or a file name, or when a (user) template fails or renders invalid YAML.
+//!
+//! Guarantees: deterministic (no timestamps, sorted keys, stable file names); no IO; templates
+//! only ever see the view types of [`workloads`], never the manifest; every value a template
+//! prints is escaped as a JSON-quoted YAML scalar (see [`workloads::yaml_escape`]), so no input
+//! can inject YAML or start a second document; every rendered YAML document is parsed again
+//! before it is returned. Names that end up in object names, label values and file names are
+//! checked ([`names`]) and rejected with `unsafe-name` rather than escaped.
+
+pub mod gitops;
+pub mod names;
+pub mod nodes;
+pub mod nvidia;
+pub mod pipeline;
+pub mod report;
+pub mod workloads;
 
 use std::collections::BTreeMap;
+
+use crate::catalog::Catalog;
+use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::plan::Plan;
+use crate::spec::Spec;
+
+pub use pipeline::bundle_from_manifest;
+pub use workloads::Templates;
 
 /// The generated files: relative path (with `/`) → contents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bundle {
     pub files: BTreeMap<String, String>,
+}
+
+impl Bundle {
+    /// The whole bundle as one text with a `==> path <==` header per file (snapshots, reviews).
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (path, text) in &self.files {
+            out.push_str("==> ");
+            out.push_str(path);
+            out.push_str(" <==\n");
+            out.push_str(text);
+            if !text.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// Paths of the files every bundle has; the rest are named after nodes and workloads.
+pub mod paths {
+    pub const KUSTOMIZATION: &str = "kustomization.yaml";
+    pub const PLAN_MD: &str = "PLAN.md";
+    pub const PLAN_JSON: &str = "plan.json";
+    pub const MIG_PARTED: &str = "gpu-operator/mig-parted-config.yaml";
+    pub const DEVICE_PLUGIN: &str = "gpu-operator/device-plugin-config.yaml";
+    pub const CLUSTER_POLICY: &str = "gpu-operator/cluster-policy-patch.yaml";
+    pub const HELM_VALUES: &str = "gpu-operator/helm-values.yaml";
+    pub const OPERATOR_KUSTOMIZATION: &str = "gpu-operator/kustomization.yaml";
+    pub const NODES_GUARD: &str = "nodes/guard.yaml";
+    pub const NODE_LABELS: &str = "nodes/node-labels.yaml";
+    pub const NODES_JSON: &str = "nodes/nodes.json";
+    pub const NODES_KUSTOMIZATION: &str = "nodes/kustomization.yaml";
+    pub const WORKLOADS_KUSTOMIZATION: &str = "workloads/kustomization.yaml";
+    pub const ARGOCD: &str = "argocd/application.yaml";
+    pub const FLUX: &str = "flux/kustomizations.yaml";
+}
+
+/// Names of the cluster-wide objects gpuplan owns.
+pub mod objects {
+    /// The mig-parted ConfigMap named by `migManager.config.name`.
+    pub const MIG_PARTED_CONFIGMAP: &str = "gpuplan-mig-parted-config";
+    /// The device-plugin ConfigMap named by `devicePlugin.config.name`.
+    pub const DEVICE_PLUGIN_CONFIGMAP: &str = "gpuplan-device-plugin-config";
+    /// The device-plugin config key for nodes the plan does not label.
+    pub const DEFAULT_DEVICE_PLUGIN_CONFIG: &str = "default";
+    /// The mig-parted config every custom ConfigMap must carry.
+    pub const ALL_DISABLED: &str = "all-disabled";
+    /// Label naming a node's gpuplan layout (mig config + device-plugin config).
+    pub const LAYOUT_LABEL: &str = "gpuplan.io/layout";
+    /// Label naming the pool of a node (autoscaled node templates carry it).
+    pub const POOL_LABEL: &str = "gpuplan.io/pool";
+    pub const MIG_CONFIG_LABEL: &str = "nvidia.com/mig.config";
+    pub const DEVICE_PLUGIN_LABEL: &str = "nvidia.com/device-plugin.config";
+    /// Annotation on label-only Node patches; the admission guard refuses to create a Node with it.
+    pub const LABEL_PATCH_ANNOTATION: &str = "gpuplan.io/label-patch";
+    pub const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+}
+
+/// Renders the whole bundle. Collects every problem before failing.
+pub fn render(
+    spec: &Spec,
+    catalog: &Catalog,
+    plan: &Plan,
+    templates: &Templates,
+) -> Result<Bundle, Diagnostics> {
+    let mut diags = Diagnostics::new();
+    names::check(spec, plan, &mut diags);
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    let mut files = BTreeMap::new();
+    fn put(
+        files: &mut BTreeMap<String, String>,
+        path: &str,
+        text: Result<String, Diagnostic>,
+        diags: &mut Diagnostics,
+    ) {
+        match text {
+            Ok(text) => {
+                files.insert(path.to_owned(), text);
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+
+    put(&mut files, paths::MIG_PARTED, nvidia::mig_parted_configmap(spec, catalog, plan), &mut diags);
+    put(&mut files, paths::DEVICE_PLUGIN, nvidia::device_plugin_configmap(spec, plan), &mut diags);
+    put(
+        &mut files,
+        paths::OPERATOR_KUSTOMIZATION,
+        gitops::kustomization("gpu-operator", &[paths::MIG_PARTED, paths::DEVICE_PLUGIN]),
+        &mut diags,
+    );
+    if spec.cluster.output.cluster_policy_patch {
+        put(&mut files, paths::CLUSTER_POLICY, nvidia::cluster_policy_patch(spec), &mut diags);
+    }
+    if spec.cluster.output.helm_values {
+        put(&mut files, paths::HELM_VALUES, nvidia::helm_values(spec), &mut diags);
+    }
+
+    let node_files = nodes::render(spec, plan);
+    match node_files {
+        Ok(node_files) => {
+            let mut resources = vec![paths::NODES_GUARD];
+            if node_files.contains_key(paths::NODE_LABELS) {
+                resources.push(paths::NODE_LABELS);
+            }
+            put(
+                &mut files,
+                paths::NODES_KUSTOMIZATION,
+                gitops::kustomization("nodes", &resources),
+                &mut diags,
+            );
+            files.extend(node_files);
+        }
+        Err(d) => diags.push(d),
+    }
+
+    match workloads::render(spec, plan, templates) {
+        Ok(workload_files) => {
+            let resources: Vec<&str> = workload_files.keys().map(String::as_str).collect();
+            put(
+                &mut files,
+                paths::WORKLOADS_KUSTOMIZATION,
+                gitops::kustomization("workloads", &resources),
+                &mut diags,
+            );
+            files.extend(workload_files);
+        }
+        Err(errors) => diags.extend(errors),
+    }
+
+    put(
+        &mut files,
+        paths::KUSTOMIZATION,
+        gitops::kustomization(
+            "",
+            &[paths::OPERATOR_KUSTOMIZATION, paths::NODES_KUSTOMIZATION, paths::WORKLOADS_KUSTOMIZATION],
+        ),
+        &mut diags,
+    );
+    if let Some(argo) = &spec.cluster.output.argocd {
+        put(&mut files, paths::ARGOCD, gitops::argocd_application(spec, argo), &mut diags);
+    }
+    if let Some(flux) = &spec.cluster.output.flux {
+        put(&mut files, paths::FLUX, gitops::flux_kustomizations(spec, flux), &mut diags);
+    }
+
+    match report::render(catalog, plan) {
+        Ok(report_files) => files.extend(report_files),
+        Err(d) => diags.push(d),
+    }
+    put(&mut files, paths::PLAN_JSON, plan_json(plan), &mut diags);
+
+    if diags.has_errors() { Err(diags) } else { Ok(Bundle { files }) }
+}
+
+/// `plan.json`: the plan as pretty JSON with a trailing newline.
+fn plan_json(plan: &Plan) -> Result<String, Diagnostic> {
+    serde_json::to_string_pretty(plan)
+        .map(|mut s| {
+            s.push('\n');
+            s
+        })
+        .map_err(|e| internal(format!("cannot serialise the plan: {e}")))
+}
+
+/// A failure of gpuplan itself found while rendering (a bug, not the user's mistake).
+pub(crate) fn internal(message: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(codes::RENDER_FAILED, message)
+        .with_help("this is a bug in gpuplan; please report it with the manifest that triggers it")
+}
+
+/// Serialises a document with serde-saphyr: no folded lines, so long values stay on one line.
+pub(crate) fn to_yaml<T: serde::Serialize>(value: &T) -> Result<String, Diagnostic> {
+    let options = serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX, min_fold_chars: usize::MAX };
+    serde_saphyr::to_string_with_options(value, options)
+        .map_err(|e| internal(format!("cannot write YAML: {e}")))
+}
+
+/// Joins documents into one multi-document YAML file.
+pub(crate) fn join_documents(docs: &[String]) -> String {
+    let mut out = String::new();
+    for (i, doc) in docs.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
+        out.push_str(doc);
+        if !doc.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
 }

@@ -1,0 +1,271 @@
+//! Node assignments: which mig-parted and device-plugin config every node is labelled with.
+//!
+//! In: the plan's nodes and the spec's pools. Out, under `nodes/`:
+//! - `node-labels.yaml`: for named nodes, label-only `Node` documents meant for server-side
+//!   apply. Each carries the annotation [`LABEL_PATCH_ANNOTATION`] and the GitOps tools' "never
+//!   prune or delete" annotations;
+//! - `guard.yaml`: a `ValidatingAdmissionPolicy` (and its binding) that refuses to CREATE a Node
+//!   carrying that annotation, so applying a patch for a node that does not exist fails loudly
+//!   instead of creating a phantom Node (Argo CD applies it first, sync wave -2);
+//! - `nodes.json`: the same assignments as a plain list for other tooling;
+//! - `autoscaled/<pool>.yaml`: for autoscaled pools, the labels and taints the node template
+//!   must carry (one entry per distinct layout), for a Karpenter NodePool or a node group.
+//!
+//! Guarantee: nothing here can create a Node once the guard is active; see `docs/bundle.md`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::names::layout_name;
+use super::nvidia::{Metadata, managed_labels};
+use super::objects::{
+    DEVICE_PLUGIN_LABEL, LABEL_PATCH_ANNOTATION, LAYOUT_LABEL, MIG_CONFIG_LABEL, POOL_LABEL, SYNC_WAVE,
+};
+use super::{join_documents, paths, to_yaml};
+use crate::diagnostics::Diagnostic;
+use crate::plan::{NodePlan, Plan, PoolPlan};
+use crate::spec::Spec;
+
+/// The name of the admission policy that refuses phantom Nodes.
+pub const GUARD_NAME: &str = "gpuplan-no-phantom-nodes";
+
+/// The labels gpuplan puts on one node (or node template).
+pub fn node_labels(pool: &PoolPlan, node: &NodePlan) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MIG_CONFIG_LABEL.to_owned(), node.mig_config.clone()),
+        (DEVICE_PLUGIN_LABEL.to_owned(), node.device_plugin_config.clone()),
+        (LAYOUT_LABEL.to_owned(), layout_name(node)),
+        (POOL_LABEL.to_owned(), pool.name.clone()),
+    ])
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodePatch {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeEntry<'a> {
+    node: &'a str,
+    pool: &'a str,
+    gpu: &'a str,
+    autoscaled: bool,
+    labels: BTreeMap<String, String>,
+    must_drain: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AutoscaledPool<'a> {
+    pool: &'a str,
+    gpu: &'a str,
+    /// One node group (or Karpenter NodePool) per distinct layout.
+    node_groups: Vec<NodeGroup>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeGroup {
+    /// How many of the planned nodes use this layout.
+    nodes: usize,
+    labels: BTreeMap<String, String>,
+    taints: Vec<TaintOut>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct TaintOut {
+    key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+    effect: String,
+}
+
+/// Renders the files under `nodes/`.
+pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
+    let mut files = BTreeMap::new();
+    files.insert(paths::NODES_GUARD.to_owned(), guard(spec)?);
+
+    let mut patches = Vec::new();
+    let mut entries = Vec::new();
+    for pool in &plan.pools {
+        let mut groups: BTreeMap<BTreeMap<String, String>, usize> = BTreeMap::new();
+        for node in &pool.nodes {
+            let labels = node_labels(pool, node);
+            entries.push(NodeEntry {
+                node: &node.name,
+                pool: &pool.name,
+                gpu: &pool.gpu,
+                autoscaled: pool.autoscaled,
+                labels: labels.clone(),
+                must_drain: node.must_drain,
+            });
+            if pool.autoscaled {
+                *groups.entry(labels).or_default() += 1;
+                continue;
+            }
+            let mut annotations = BTreeMap::from([
+                (LABEL_PATCH_ANNOTATION.to_owned(), "true".to_owned()),
+                (SYNC_WAVE.to_owned(), "-1".to_owned()),
+                (
+                    "argocd.argoproj.io/sync-options".to_owned(),
+                    "ServerSideApply=true,Prune=false,Delete=false".to_owned(),
+                ),
+                ("kustomize.toolkit.fluxcd.io/prune".to_owned(), "disabled".to_owned()),
+            ]);
+            if node.must_drain {
+                annotations.insert("gpuplan.io/must-drain".to_owned(), "true".to_owned());
+            }
+            let mut all_labels = managed_labels(spec);
+            all_labels.extend(labels);
+            patches.push(to_yaml(&NodePatch {
+                api_version: "v1",
+                kind: "Node",
+                metadata: Metadata {
+                    name: node.name.clone(),
+                    namespace: None,
+                    labels: all_labels,
+                    annotations,
+                },
+            })?);
+        }
+        if pool.autoscaled {
+            let taints = spec
+                .pool(&pool.name)
+                .map(|p| {
+                    p.taints
+                        .iter()
+                        .map(|t| TaintOut {
+                            key: t.key.clone(),
+                            value: t.value.clone(),
+                            effect: t.effect.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            let doc = AutoscaledPool {
+                pool: &pool.name,
+                gpu: &pool.gpu,
+                node_groups: groups
+                    .into_iter()
+                    .map(|(labels, nodes)| NodeGroup { nodes, labels, taints: taints.clone() })
+                    .collect(),
+            };
+            files.insert(
+                format!("nodes/autoscaled/{}.yaml", pool.name),
+                format!(
+                    "# Labels and taints the node template of autoscaled pool `{}` must carry (see docs/bundle.md).\n# Not a Kubernetes object: copy them into the Karpenter NodePool or node group.\n{}",
+                    pool.name,
+                    to_yaml(&doc)?
+                ),
+            );
+        }
+    }
+    if !patches.is_empty() {
+        let header =
+            "# Label-only Node patches, generated by gpuplan: server-side apply them; never create Nodes.\n";
+        files.insert(paths::NODE_LABELS.to_owned(), format!("{header}{}", join_documents(&patches)));
+    }
+    let mut json = serde_json::to_string_pretty(&entries)
+        .map_err(|e| super::internal(format!("cannot serialise the node list: {e}")))?;
+    json.push('\n');
+    files.insert(paths::NODES_JSON.to_owned(), json);
+    Ok(files)
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Policy {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: PolicySpec,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PolicySpec {
+    failure_policy: &'static str,
+    match_constraints: MatchConstraints,
+    validations: Vec<Validation>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MatchConstraints {
+    resource_rules: Vec<ResourceRule>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceRule {
+    api_groups: Vec<&'static str>,
+    api_versions: Vec<&'static str>,
+    operations: Vec<&'static str>,
+    resources: Vec<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+struct Validation {
+    expression: String,
+    message: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Binding {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: BindingSpec,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingSpec {
+    policy_name: &'static str,
+    validation_actions: Vec<&'static str>,
+}
+
+/// The admission policy that turns "apply a label patch for a missing node" into an error.
+fn guard(spec: &Spec) -> Result<String, Diagnostic> {
+    let metadata = || Metadata {
+        name: GUARD_NAME.to_owned(),
+        namespace: None,
+        labels: managed_labels(spec),
+        annotations: BTreeMap::from([(SYNC_WAVE.to_owned(), "-2".to_owned())]),
+    };
+    let policy = Policy {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingAdmissionPolicy",
+        metadata: metadata(),
+        spec: PolicySpec {
+            failure_policy: "Fail",
+            match_constraints: MatchConstraints {
+                resource_rules: vec![ResourceRule {
+                    api_groups: vec![""],
+                    api_versions: vec!["v1"],
+                    operations: vec!["CREATE"],
+                    resources: vec!["nodes"],
+                }],
+            },
+            validations: vec![Validation {
+                expression: format!(
+                    "!has(object.metadata.annotations) || !('{LABEL_PATCH_ANNOTATION}' in object.metadata.annotations)"
+                ),
+                message: "gpuplan only labels existing nodes: this node does not exist, so the label patch must not create it",
+            }],
+        },
+    };
+    let binding = Binding {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingAdmissionPolicyBinding",
+        metadata: metadata(),
+        spec: BindingSpec { policy_name: GUARD_NAME, validation_actions: vec!["Deny"] },
+    };
+    Ok(join_documents(&[to_yaml(&policy)?, to_yaml(&binding)?]))
+}
