@@ -67,7 +67,9 @@ fn lines_with_offsets(text: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 fn problem(file: FileId, offset: usize, len: usize, message: String, help: &str) -> Diagnostic {
-    Diagnostic::error(codes::NVIDIA_SMI_PARSE, message).at(Span::new(file, offset..offset + len), "here").with_help(help)
+    Diagnostic::error(codes::NVIDIA_SMI_PARSE, message)
+        .at(Span::new(file, offset..offset + len), "here")
+        .with_help(help)
 }
 
 /// Reads the profile rows of `nvidia-smi mig -lgip`. Header, border and second (`CE JPEG/OFA`)
@@ -112,7 +114,9 @@ pub fn parse_lgip(file: FileId, text: &str) -> Result<Vec<LgipRow>, Diagnostics>
             Some((id, total, memory_gib, sms)) => {
                 rows.push(LgipRow { gpu, name: (*name).to_owned(), id, total, memory_gib, sms, offset })
             }
-            None => diagnostics.push(problem(file, offset, len, format!("cannot read the row of `{name}`"), help)),
+            None => {
+                diagnostics.push(problem(file, offset, len, format!("cannot read the row of `{name}`"), help))
+            }
         }
     }
     if rows.is_empty() && diagnostics.is_empty() {
@@ -148,13 +152,22 @@ pub fn parse_lgipp(file: FileId, text: &str) -> Result<Vec<Placements>, Diagnost
             let inner = rest.strip_prefix('{')?;
             let (list, size) = inner.split_once("}:")?;
             let size = size.parse::<u8>().ok().filter(|&s| s > 0)?;
-            let starts =
-                list.split(',').filter(|s| !s.is_empty()).map(|s| s.parse::<u8>().ok()).collect::<Option<Vec<u8>>>()?;
+            let starts = list
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u8>().ok())
+                .collect::<Option<Vec<u8>>>()?;
             (!starts.is_empty()).then_some(Placements { gpu, id, starts, size })
         })();
         match parsed {
             Some(p) => out.push(p),
-            None => diagnostics.push(problem(file, offset, line.len(), "cannot read this placement line".to_owned(), help)),
+            None => diagnostics.push(problem(
+                file,
+                offset,
+                line.len(),
+                "cannot read this placement line".to_owned(),
+                help,
+            )),
         }
     }
     if out.is_empty() && diagnostics.is_empty() {
@@ -261,7 +274,7 @@ pub fn import(
             id: row.id,
             compute_slices: compute,
             memory_slices: place.size,
-            memory_mib: if memory_mib >= 0.0 && memory_mib < 1e15 { memory_mib as u64 } else { 0 },
+            memory_mib: if (0.0..1e15).contains(&memory_mib) { memory_mib as u64 } else { 0 },
             sms: row.sms,
             max_count: row.total,
             starts: place.starts.clone(),
@@ -295,7 +308,11 @@ pub fn import(
     let gpu = GpuModel {
         id: info.id.clone().unwrap_or_else(|| id_from_name(&name)),
         product_labels: vec![product_label(&name)],
-        pci_ids: info.pci_id.iter().filter_map(|id| super::normalize_pci_id(id).or(Some(id.clone()))).collect(),
+        pci_ids: info
+            .pci_id
+            .iter()
+            .filter_map(|id| super::normalize_pci_id(id).or(Some(id.clone())))
+            .collect(),
         memory_mib: info.memory_mib.unwrap_or(largest_memory),
         sms,
         trust: if info.memory_mib.is_some() && info.sms.is_some() { Trust::Driver } else { Trust::Inferred },
@@ -311,7 +328,13 @@ pub fn import(
         Err(problems
             .into_iter()
             .map(|m| {
-                problem(lgip_file, 0, 0, m, "check that `-lgip` and `-lgipp` come from the same GPU and driver")
+                problem(
+                    lgip_file,
+                    0,
+                    0,
+                    m,
+                    "check that `-lgip` and `-lgipp` come from the same GPU and driver",
+                )
             })
             .collect())
     }

@@ -84,7 +84,10 @@ pub fn validate(gpu: &GpuModel, profiles: &[&str]) -> Result<Vec<PlacedInstance>
 }
 
 /// [`validate`] for a map of profile name → count, as mig-parted writes layouts.
-pub fn validate_counts(gpu: &GpuModel, counts: &BTreeMap<String, u32>) -> Result<Vec<PlacedInstance>, LayoutError> {
+pub fn validate_counts(
+    gpu: &GpuModel,
+    counts: &BTreeMap<String, u32>,
+) -> Result<Vec<PlacedInstance>, LayoutError> {
     let Some(mig) = &gpu.mig else {
         return Err(LayoutError::NotMigCapable { gpu: gpu.id.clone() });
     };
@@ -116,7 +119,11 @@ fn check_counts(mig: &MigGeometry, counts: &[usize]) -> Result<Vec<PlacedInstanc
         return Err(LayoutError::MediaExtensions { profiles: media });
     }
     let sum = |f: fn(&MigProfile) -> u8| -> u32 {
-        mig.profiles.iter().zip(counts).map(|(p, &c)| u32::from(f(p)) * u32::try_from(c).unwrap_or(u32::MAX)).sum()
+        mig.profiles
+            .iter()
+            .zip(counts)
+            .map(|(p, &c)| u32::from(f(p)) * u32::try_from(c).unwrap_or(u32::MAX))
+            .sum()
     };
     let needed = sum(|p| p.compute_slices);
     if needed > u32::from(mig.compute_slices) {
@@ -143,8 +150,11 @@ fn place_counts(mig: &MigGeometry, counts: &[usize]) -> Option<Vec<PlacedInstanc
     if !search(&items, 0, &mut starts) {
         return None;
     }
-    let mut out: Vec<PlacedInstance> =
-        items.iter().zip(&starts).map(|(p, &start)| PlacedInstance { profile: p.name.clone(), start }).collect();
+    let mut out: Vec<PlacedInstance> = items
+        .iter()
+        .zip(&starts)
+        .map(|(p, &start)| PlacedInstance { profile: p.name.clone(), start })
+        .collect();
     out.sort_by(|a, b| a.start.cmp(&b.start).then(a.profile.cmp(&b.profile)));
     Some(out)
 }
@@ -200,7 +210,11 @@ impl Layout {
 
     /// Compute slices the layout uses on `gpu`.
     pub fn compute_slices(&self, gpu: &GpuModel) -> u32 {
-        self.instances.iter().filter_map(|i| gpu.profile(&i.profile)).map(|p| u32::from(p.compute_slices)).sum()
+        self.instances
+            .iter()
+            .filter_map(|i| gpu.profile(&i.profile))
+            .map(|p| u32::from(p.compute_slices))
+            .sum()
     }
 
     /// A one-line picture on the memory-slice grid, e.g. `|2g.20gb |1g.10gb|1g.10gb|3g.40gb ...|`.
@@ -257,7 +271,8 @@ fn enumerate_counts(gpu: &GpuModel) -> Vec<(Vec<usize>, Layout)> {
     let mut counts = vec![0usize; mig.profiles.len()];
     walk(mig, 0, &mut counts, 0, 0, 0, &mut found);
     let key = |(counts, layout): &(Vec<usize>, Layout)| {
-        let compute: u32 = mig.profiles.iter().zip(counts).map(|(p, &c)| u32::from(p.compute_slices) * c as u32).sum();
+        let compute: u32 =
+            mig.profiles.iter().zip(counts).map(|(p, &c)| u32::from(p.compute_slices) * c as u32).sum();
         let memory: u32 = mig.profiles.iter().zip(counts).map(|(p, &c)| u32::from(p.size) * c as u32).sum();
         (std::cmp::Reverse(compute), std::cmp::Reverse(memory), layout.profiles().join(","))
     };
@@ -313,9 +328,19 @@ pub fn maximal(gpu: &GpuModel) -> Vec<Layout> {
         .collect()
 }
 
-/// The profile of `gpu` whose name is closest to `name`, for "did you mean" hints.
+/// The profile of `gpu` a user most likely meant by `name`, for "did you mean" hints: the profile
+/// with the same compute size and attributes (`3g.20gb` → `3g.40gb` on an 80GB GPU), else the
+/// nearest name by edit distance.
 pub fn suggest_profile<'a>(gpu: &'a GpuModel, name: &str) -> Option<&'a str> {
-    crate::diagnostics::nearest(name, gpu.profile_names())
+    let shape = |n: &str| -> Option<(String, Vec<String>)> {
+        let (g, _) = n.split_once("g.")?;
+        Some((g.to_owned(), super::name_attributes(n)))
+    };
+    let wanted = shape(name);
+    let same: Vec<&str> = gpu.profile_names().filter(|p| wanted.is_some() && shape(p) == wanted).collect();
+    crate::diagnostics::nearest(name, same.iter().copied())
+        .or_else(|| same.first().copied())
+        .or_else(|| crate::diagnostics::nearest(name, gpu.profile_names()))
 }
 
 #[cfg(test)]
@@ -344,9 +369,16 @@ mod tests {
     }
 
     #[test]
+    fn suggests_the_profile_of_the_same_shape() {
+        assert_eq!(suggest_profile(&h100(), "3g.20gb"), Some("3g.40gb"));
+        assert_eq!(suggest_profile(&h100(), "1g.10gb+me"), Some("1g.10gb+me"));
+        assert_eq!(suggest_profile(&h100(), "1g.10gbb"), Some("1g.10gb"));
+    }
+
+    #[test]
     fn seven_small_instances_leave_the_last_slice_free() {
         let gpu = h100();
         let placed = validate(&gpu, &["1g.10gb"; 7]).expect("valid");
-        assert!(picture(&gpu, &placed).ends_with("|-         |") || picture(&gpu, &placed).ends_with("-|"));
+        assert!(picture(&gpu, &placed).ends_with(&format!("|{:<10}|", "-")), "{}", picture(&gpu, &placed));
     }
 }

@@ -16,8 +16,9 @@
 //!   (without a filter: on every catalog GPU that has all the names) — `mig-config-invalid-layout`;
 //! - device filters that match no catalog GPU (warning, the GPU may simply be missing from the
 //!   catalog: add it with `--catalog`) — `mig-config-unmatched-filter`;
-//! - GPUs that a filtered config silently leaves untouched: catalog GPUs that have at least one of
-//!   the config's profile names but that no entry matches (warning) — `mig-config-untouched-gpu`;
+//! - GPUs that a filtered config silently leaves untouched: catalog GPUs on which the layout of
+//!   one of the config's entries is valid but that no entry matches (warning; mig-parted reports
+//!   success on them and changes nothing) — `mig-config-untouched-gpu`;
 //! - two entries of one config with the same filter and devices (warning; mig-parted applies both
 //!   in turn, so the first is overwritten) — `mig-config-duplicate-entry`.
 //!
@@ -102,7 +103,9 @@ impl<'de> Deserialize<'de> for Devices {
         }
         match Raw::deserialize(deserializer)? {
             Raw::Word(w) if w == "all" => Ok(Self::All),
-            Raw::Word(w) => Err(de::Error::custom(format!("`devices` must be `all` or a list of indices, not `{w}`"))),
+            Raw::Word(w) => {
+                Err(de::Error::custom(format!("`devices` must be `all` or a list of indices, not `{w}`")))
+            }
             Raw::List(l) => Ok(Self::Indices(l)),
         }
     }
@@ -146,12 +149,17 @@ impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Ordered
     }
 }
 
+/// `mig-devices`: profile name → count, with spans.
+type RawDevicesMap = Spanned<Ordered<Spanned<String>, Spanned<i64>>>;
+/// `mig-configs`: config name → entries, with spans.
+type RawConfigs = Spanned<Ordered<Spanned<String>, Spanned<Vec<Spanned<RawEntry>>>>>;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     version: Spanned<String>,
     #[serde(rename = "mig-configs")]
-    mig_configs: Spanned<Ordered<Spanned<String>, Spanned<Vec<Spanned<RawEntry>>>>>,
+    mig_configs: RawConfigs,
 }
 
 #[derive(Debug, Deserialize)]
@@ -176,7 +184,7 @@ struct RawEntry {
     devices: Spanned<RawDevices>,
     mig_enabled: Spanned<bool>,
     #[serde(default)]
-    mig_devices: Option<Spanned<Ordered<Spanned<String>, Spanned<i64>>>>,
+    mig_devices: Option<RawDevicesMap>,
 }
 
 // --- linting ----------------------------------------------------------------------------------
@@ -198,6 +206,15 @@ impl Locator {
         Span::new(self.file, start..start + len)
     }
 
+    /// From the first key to the last value of a mapping (its own span is only its start).
+    fn map_span<V>(&self, m: &Spanned<Ordered<Spanned<String>, Spanned<V>>>) -> Span {
+        let (Some((first, _)), Some((_, last))) = (m.value.0.first(), m.value.0.last()) else {
+            return self.span(m);
+        };
+        let (start, end) = (self.span(first), self.span(last));
+        Span::new(self.file, start.range.start..end.range.end.max(start.range.start))
+    }
+
     fn map(&self, offset: usize) -> usize {
         let Some(lines) = &self.lines else { return offset };
         let i = lines.partition_point(|&(inner, _)| inner <= offset).saturating_sub(1);
@@ -209,7 +226,8 @@ impl Locator {
 pub fn lint(sources: &mut Sources, name: &str, text: &str, catalog: &Catalog) -> Diagnostics {
     let file = sources.add(name, text);
     let value: Result<serde_json::Value, _> = serde_saphyr::from_str(text);
-    let is_config_map = value.as_ref().is_ok_and(|v| v.get("kind").and_then(|k| k.as_str()) == Some("ConfigMap"));
+    let is_config_map =
+        value.as_ref().is_ok_and(|v| v.get("kind").and_then(|k| k.as_str()) == Some("ConfigMap"));
     let mut diagnostics = if is_config_map {
         let inner = value.as_ref().ok().and_then(|v| v.pointer("/data/config.yaml")).and_then(|v| v.as_str());
         match inner {
@@ -254,7 +272,8 @@ fn block_lines(outer: &str, inner: &str) -> Option<Vec<(usize, usize)>> {
             break;
         }
         let spaces = line.chars().take_while(|&c| c == ' ').count();
-        let content = if line.trim().is_empty() { line.get(spaces.min(indent)..)? } else { line.get(indent..)? };
+        let content =
+            if line.trim().is_empty() { line.get(spaces.min(indent)..)? } else { line.get(indent..)? };
         mapped.push((rebuilt.len(), outer_offset + (line.len() - content.len())));
         rebuilt.push_str(content);
         outer_offset += line.len();
@@ -275,9 +294,12 @@ fn lint_text(at: &Locator, text: &str, catalog: &Catalog) -> Diagnostics {
     };
     if raw.version.value != "v1" {
         out.push(
-            Diagnostic::error(codes::INVALID_VALUE, format!("`version` must be `v1`, not `{}`", raw.version.value))
-                .at(at.span(&raw.version), "unsupported version")
-                .with_help("mig-parted reads `version: v1` only"),
+            Diagnostic::error(
+                codes::INVALID_VALUE,
+                format!("`version` must be `v1`, not `{}`", raw.version.value),
+            )
+            .at(at.span(&raw.version), "unsupported version")
+            .with_help("mig-parted reads `version: v1` only"),
         );
     }
     if raw.mig_configs.value.0.is_empty() {
@@ -305,13 +327,15 @@ fn lint_config(
         out.push(
             Diagnostic::error(codes::INVALID_VALUE, format!("config `{config}` has no entries"))
                 .at(at.span(name), "empty config")
-                .with_help("give the config at least one entry, e.g. `devices: all` with `mig-enabled: false`"),
+                .with_help(
+                    "give the config at least one entry, e.g. `devices: all` with `mig-enabled: false`",
+                ),
         );
     }
     let mut seen: Vec<(String, &Spanned<RawEntry>)> = Vec::new();
     let mut matched: BTreeSet<&str> = BTreeSet::new();
     let mut any_unfiltered = false;
-    let mut names_used: BTreeSet<&str> = BTreeSet::new();
+    let mut layouts: Vec<BTreeMap<String, u32>> = Vec::new();
     for entry in &entries.value {
         let e = &entry.value;
         // Which GPUs the entry targets.
@@ -362,16 +386,22 @@ fn lint_config(
         match &e.devices.value {
             RawDevices::Word(w) if w == "all" => {}
             RawDevices::Word(w) => out.push(
-                Diagnostic::error(codes::INVALID_VALUE, format!("`devices` must be `all` or a list of indices, not `{w}`"))
-                    .at(at.span(&e.devices), "here")
-                    .with_help("write `devices: all` or `devices: [0, 1]`"),
+                Diagnostic::error(
+                    codes::INVALID_VALUE,
+                    format!("`devices` must be `all` or a list of indices, not `{w}`"),
+                )
+                .at(at.span(&e.devices), "here")
+                .with_help("write `devices: all` or `devices: [0, 1]`"),
             ),
             RawDevices::List(list) => {
                 if list.iter().any(|&i| i < 0) {
                     out.push(
-                        Diagnostic::error(codes::INVALID_VALUE, "GPU indices in `devices` must not be negative")
-                            .at(at.span(&e.devices), "here")
-                            .with_help("indices count GPUs from 0 in NVML order"),
+                        Diagnostic::error(
+                            codes::INVALID_VALUE,
+                            "GPU indices in `devices` must not be negative",
+                        )
+                        .at(at.span(&e.devices), "here")
+                        .with_help("indices count GPUs from 0 in NVML order"),
                     );
                 }
             }
@@ -396,50 +426,62 @@ fn lint_config(
         let devices = e.mig_devices.as_ref();
         match (enabled, devices) {
             (true, None) => out.push(
-                Diagnostic::error(codes::MISSING_FIELD, "`mig-devices` is required when `mig-enabled` is true")
-                    .at(at.span(entry), "this entry")
-                    .with_help("write `mig-devices: {}` to enable MIG without instances"),
+                Diagnostic::error(
+                    codes::MISSING_FIELD,
+                    "`mig-devices` is required when `mig-enabled` is true",
+                )
+                .at(at.span(entry), "this entry")
+                .with_help("write `mig-devices: {}` to enable MIG without instances"),
             ),
             (false, Some(d)) if !d.value.0.is_empty() => out.push(
-                Diagnostic::error(codes::INVALID_VALUE, "`mig-devices` must be empty when `mig-enabled` is false")
-                    .at(at.span(d), "instances on a GPU with MIG disabled")
-                    .with_help("set `mig-enabled: true` or remove `mig-devices`"),
+                Diagnostic::error(
+                    codes::INVALID_VALUE,
+                    "`mig-devices` must be empty when `mig-enabled` is false",
+                )
+                .at(at.map_span(d), "instances on a GPU with MIG disabled")
+                .with_help("set `mig-enabled: true` or remove `mig-devices`"),
             ),
             (true, Some(d)) if !d.value.0.is_empty() => {
                 let mut counts: BTreeMap<String, u32> = BTreeMap::new();
                 let mut ok = true;
                 for (profile, count) in &d.value.0 {
-                    names_used.insert(profile.value.as_str());
                     if count.value < 0 || count.value > i64::from(u16::MAX) {
                         out.push(
-                            Diagnostic::error(codes::INVALID_VALUE, format!("count {} is out of range", count.value))
-                                .at(at.span(count), "here")
-                                .with_help("counts are instances per GPU, from 0 to the profile's maximum"),
+                            Diagnostic::error(
+                                codes::INVALID_VALUE,
+                                format!("count {} is out of range", count.value),
+                            )
+                            .at(at.span(count), "here")
+                            .with_help("counts are instances per GPU, from 0 to the profile's maximum"),
                         );
                         ok = false;
                     } else if count.value > 0 {
-                        *counts.entry(profile.value.clone()).or_insert(0) += u32::try_from(count.value).unwrap_or(0);
+                        *counts.entry(profile.value.clone()).or_insert(0) +=
+                            u32::try_from(count.value).unwrap_or(0);
                     }
                 }
                 if ok && counts.is_empty() {
                     out.push(
                         Diagnostic::error(codes::INVALID_VALUE, "every count in `mig-devices` is zero")
-                            .at(at.span(d), "here")
-                            .with_help("give at least one profile a positive count, or write `mig-devices: {}`"),
+                            .at(at.map_span(d), "here")
+                            .with_help(
+                                "give at least one profile a positive count, or write `mig-devices: {}`",
+                            ),
                     );
                 }
                 if ok && !counts.is_empty() {
                     check_layout(at, catalog, config, targets.as_deref(), d, &counts, out);
+                    layouts.push(counts);
                 }
             }
             _ => {}
         }
     }
-    if !any_unfiltered && !names_used.is_empty() {
+    if !any_unfiltered && !layouts.is_empty() {
         let untouched: Vec<&str> = catalog
             .iter()
             .filter(|g| !matched.contains(g.id.as_str()))
-            .filter(|g| g.profile_names().any(|p| names_used.contains(p)))
+            .filter(|g| layouts.iter().any(|l| layout::validate_counts(g, l).is_ok()))
             .map(|g| g.id.as_str())
             .collect();
         if !untouched.is_empty() {
@@ -447,9 +489,9 @@ fn lint_config(
                 Diagnostic::warning(
                     codes::MIG_CONFIG_UNTOUCHED_GPU,
                     format!(
-                        "config `{config}` leaves {} untouched although {} its profiles",
+                        "config `{config}` leaves {} untouched although one of its layouts fits {}",
                         list(&untouched),
-                        if untouched.len() == 1 { "it has" } else { "they have" }
+                        if untouched.len() == 1 { "it" } else { "them" }
                     ),
                 )
                 .at(at.span(name), "no entry of this config matches them")
@@ -488,7 +530,7 @@ fn check_layout(
     catalog: &Catalog,
     config: &str,
     targets: Option<&[&GpuModel]>,
-    devices: &Spanned<Ordered<Spanned<String>, Spanned<i64>>>,
+    devices: &RawDevicesMap,
     counts: &BTreeMap<String, u32>,
     out: &mut Diagnostics,
 ) {
@@ -500,7 +542,8 @@ fn check_layout(
     let mut names_ok = true;
     for (profile, _) in &devices.value.0 {
         let name = profile.value.as_str();
-        let lacking: Vec<&str> = mig_gpus.iter().filter(|g| g.profile(name).is_none()).map(|g| g.id.as_str()).collect();
+        let lacking: Vec<&str> =
+            mig_gpus.iter().filter(|g| g.profile(name).is_none()).map(|g| g.id.as_str()).collect();
         let unknown = if targets.is_some() { !lacking.is_empty() } else { lacking.len() == mig_gpus.len() };
         if !unknown {
             continue;
@@ -510,13 +553,19 @@ fn check_layout(
         let mut d = Diagnostic::error(
             codes::MIG_CONFIG_UNKNOWN_PROFILE,
             if targets.is_some() {
-                format!("{} {} no MIG profile `{name}`", list(&lacking), if lacking.len() == 1 { "has" } else { "have" })
+                format!(
+                    "{} {} no MIG profile `{name}`",
+                    list(&lacking),
+                    if lacking.len() == 1 { "has" } else { "have" }
+                )
             } else {
                 format!("no GPU in the catalog has a MIG profile `{name}`")
             },
         )
         .at(at.span(profile), "unknown profile");
-        d = match nearest(name, candidates.iter().copied()) {
+        let same_shape =
+            mig_gpus.iter().find_map(|g| layout::suggest_profile(g, name).filter(|_| targets.is_some()));
+        d = match same_shape.or_else(|| nearest(name, candidates.iter().copied())) {
             Some(n) => d.with_help(format!("did you mean `{n}`? names must match NVML exactly")),
             None => d.with_help("profile names must match NVML exactly; see `gpuplan catalog show GPU`"),
         };
@@ -533,7 +582,7 @@ fn check_layout(
                 codes::MIG_CONFIG_UNKNOWN_PROFILE,
                 format!("no GPU in the catalog has all the profiles of config `{config}`"),
             )
-            .at(at.span(devices), "these profiles belong to different GPUs")
+            .at(at.map_span(devices), "these profiles belong to different GPUs")
             .with_help("use the profile names of one GPU model; see `gpuplan catalog show GPU`"),
         );
         return;
@@ -551,7 +600,7 @@ fn check_layout(
                 codes::MIG_CONFIG_INVALID_LAYOUT,
                 format!("config `{config}` is not a valid layout on {}: {reason}", list(&gpus)),
             )
-            .at(at.span(devices), "these instances do not fit")
+            .at(at.map_span(devices), "these instances do not fit")
             .with_help("`gpuplan catalog show GPU` lists the maximal layouts of a GPU"),
         );
     }

@@ -218,7 +218,8 @@ pub fn check_model(gpu: &GpuModel) -> Vec<String> {
             problems.push(format!("profile `{name}`: `attributes` must list the attributes of its name"));
         }
         if p.size == 0 || p.max_count == 0 || p.compute_slices == 0 {
-            problems.push(format!("profile `{name}`: `size`, `maxCount` and `computeSlices` must be positive"));
+            problems
+                .push(format!("profile `{name}`: `size`, `maxCount` and `computeSlices` must be positive"));
         }
         if p.size != p.memory_slices {
             problems.push(format!("profile `{name}`: `size` must equal `memorySlices`"));
@@ -264,8 +265,13 @@ impl Catalog {
     /// The catalog embedded in the binary. Built-in files are checked by tests, so problems are
     /// not expected here; an entry that fails its checks is left out rather than trusted.
     pub fn builtin() -> Self {
-        let mut sources = Sources::new();
-        Self::load(&mut sources, &[]).0
+        static BUILT: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+        BUILT
+            .get_or_init(|| {
+                let mut sources = Sources::new();
+                Self::load(&mut sources, &[]).0
+            })
+            .clone()
     }
 
     /// Loads the built-in entries, then the user's files (name, YAML text) in the given order.
@@ -306,7 +312,9 @@ impl Catalog {
                                 format!("`{}` replaces the built-in catalog entry", gpu.id),
                             )
                             .at(Span::new(file, at.clone()), "this entry wins")
-                            .with_help("rename the id to add a new GPU instead of replacing the built-in one"),
+                            .with_help(
+                                "rename the id to add a new GPU instead of replacing the built-in one",
+                            ),
                         );
                     }
                     user_ids.insert(gpu.id.clone(), (file, at.start));
@@ -410,15 +418,24 @@ pub(crate) fn serde_diagnostic_in(
         codes::UNKNOWN_FIELD
     } else if first.contains("missing field") {
         codes::MISSING_FIELD
-    } else if first.contains("invalid type") {
+    } else if first.contains("invalid type")
+        || (first.contains("invalid ")
+            && !first.contains("invalid value")
+            && first.split_whitespace().count() <= 8)
+    {
         codes::WRONG_TYPE
     } else if first.contains("invalid value") || first.contains("unknown variant") {
         codes::INVALID_VALUE
     } else {
         codes::SYNTAX
     };
-    let first = first.strip_prefix("error: ").unwrap_or(&first).to_owned();
-    Diagnostic::error(code, first)
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
+    // The position is in the label; drop serde-saphyr's `line N column M: ` prefix.
+    let first = match first.split_once(": ") {
+        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest,
+        _ => first,
+    };
+    Diagnostic::error(code, first.to_owned())
         .at(Span::new(file, offset..offset), "here")
         .with_help("see docs/catalog.md and docs/diagnostics.md for the expected structure")
 }

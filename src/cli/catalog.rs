@@ -198,7 +198,10 @@ fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
         text.push_str("no MIG: use it whole or time-sliced\n");
         return text;
     };
-    text.push_str(&format!("MIG: {} compute slices, {} memory slices\n\n", mig.compute_slices, mig.memory_slices));
+    text.push_str(&format!(
+        "MIG: {} compute slices, {} memory slices\n\n",
+        mig.compute_slices, mig.memory_slices
+    ));
     text.push_str(&format!(
         "{:<16} {:>3} {:>3} {:>3} {:>9} {:>4} {:>4}  {:<15} {}\n",
         "PROFILE", "ID", "CS", "MS", "MIB", "SMS", "MAX", "STARTS", "TRUST"
@@ -220,7 +223,12 @@ fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
     }
     text.push_str(&format!("\nmaximal layouts ({}), one cell per memory slice:\n", maximal.len()));
     for l in maximal {
-        text.push_str(&format!("{}  {}/{} compute\n", l.picture(gpu), l.compute_slices(gpu), mig.compute_slices));
+        text.push_str(&format!(
+            "{}  {}/{} compute\n",
+            l.picture(gpu),
+            l.compute_slices(gpu),
+            mig.compute_slices
+        ));
     }
     text
 }

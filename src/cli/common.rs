@@ -54,18 +54,22 @@ pub fn load_catalog(dirs: &[std::path::PathBuf]) -> anyhow::Result<Catalog> {
 /// Loads the catalog (built-in entries, then every `*.yaml` / `*.yml` of each folder in file-name
 /// order, or the file itself when a path is a file). Diagnostics go to stderr as text, even with
 /// `--format json`, so that stdout stays one JSON document; errors give `Err(Rejected)`.
-pub fn load_catalog_checked(ctx: &Ctx, dirs: &[std::path::PathBuf]) -> anyhow::Result<Result<Catalog, Rejected>> {
+pub fn load_catalog_checked(
+    ctx: &Ctx,
+    dirs: &[std::path::PathBuf],
+) -> anyhow::Result<Result<Catalog, Rejected>> {
     let mut files = Vec::new();
     for dir in dirs {
         if dir.is_file() {
             files.push((dir.display().to_string(), read_text(dir)?));
             continue;
         }
-        let entries =
-            std::fs::read_dir(dir).with_context(|| format!("cannot read catalog folder `{}`", dir.display()))?;
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read catalog folder `{}`", dir.display()))?;
         let mut paths = Vec::new();
         for entry in entries {
-            let path = entry.with_context(|| format!("cannot read catalog folder `{}`", dir.display()))?.path();
+            let path =
+                entry.with_context(|| format!("cannot read catalog folder `{}`", dir.display()))?.path();
             if path.extension().is_some_and(|e| e == "yaml" || e == "yml") && path.is_file() {
                 paths.push(path);
             }

@@ -1,4 +1,6 @@
 //! Whole CLI runs: exit codes, stdout and stderr. One test binary for the whole suite.
 
+mod catalog;
 mod cli;
 mod docs;
+mod lint;
