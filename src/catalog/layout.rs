@@ -259,8 +259,14 @@ pub fn picture(gpu: &GpuModel, instances: &[PlacedInstance]) -> String {
     out
 }
 
+/// How many count vectors [`enumerate`] examines at most. Today's GPUs need a few thousand; the
+/// bound keeps a pathological user catalog entry (dozens of profiles on 32 slices) from hanging
+/// start-up, at the price of an incomplete list for such an entry.
+pub const MAX_CANDIDATES: usize = 1_000_000;
+
 /// Every valid non-empty layout of `gpu` (as multisets, each with its placement), ordered by
 /// compute slices used (most first), then memory slices, then profile names. Empty for non-MIG GPUs.
+/// Complete unless the entry has more than [`MAX_CANDIDATES`] candidate multisets.
 pub fn enumerate(gpu: &GpuModel) -> Vec<Layout> {
     enumerate_counts(gpu).into_iter().map(|(_, layout)| layout).collect()
 }
@@ -269,7 +275,8 @@ fn enumerate_counts(gpu: &GpuModel) -> Vec<(Vec<usize>, Layout)> {
     let Some(mig) = &gpu.mig else { return Vec::new() };
     let mut found = Vec::new();
     let mut counts = vec![0usize; mig.profiles.len()];
-    walk(mig, 0, &mut counts, 0, 0, 0, &mut found);
+    let mut budget = MAX_CANDIDATES;
+    walk(mig, 0, &mut counts, 0, 0, 0, &mut budget, &mut found);
     let key = |(counts, layout): &(Vec<usize>, Layout)| {
         let compute: u32 =
             mig.profiles.iter().zip(counts).map(|(p, &c)| u32::from(p.compute_slices) * c as u32).sum();
@@ -281,6 +288,7 @@ fn enumerate_counts(gpu: &GpuModel) -> Vec<(Vec<usize>, Layout)> {
 }
 
 /// Chooses a count for profile `i`, pruning on the sums that any valid layout must respect.
+#[allow(clippy::too_many_arguments, reason = "a private recursive helper; the state is its arguments")]
 fn walk(
     mig: &MigGeometry,
     i: usize,
@@ -288,9 +296,14 @@ fn walk(
     compute: u32,
     memory: u32,
     media: usize,
+    budget: &mut usize,
     found: &mut Vec<(Vec<usize>, Layout)>,
 ) {
+    if *budget == 0 {
+        return;
+    }
     let Some(p) = mig.profiles.get(i) else {
+        *budget -= 1;
         if counts.iter().any(|&c| c > 0)
             && let Ok(instances) = check_counts(mig, counts)
         {
@@ -307,7 +320,7 @@ fn walk(
             break;
         }
         counts[i] = c;
-        walk(mig, i + 1, counts, compute, memory, media, found);
+        walk(mig, i + 1, counts, compute, memory, media, budget, found);
     }
     counts[i] = 0;
 }

@@ -535,9 +535,26 @@ fn check_layout(
     out: &mut Diagnostics,
 ) {
     let mig_gpus: Vec<&GpuModel> = match targets {
+        // A filter that matches nothing already has its warning; there is nothing to check.
+        Some([]) => return,
         Some(gpus) => gpus.iter().copied().filter(|g| g.is_mig_capable()).collect(),
         None => catalog.iter().filter(|g| g.is_mig_capable()).collect(),
     };
+    if let (Some(gpus), true) = (targets, mig_gpus.is_empty()) {
+        let ids: Vec<&str> = gpus.iter().map(|g| g.id.as_str()).collect();
+        out.push(
+            Diagnostic::error(
+                codes::MIG_CONFIG_INVALID_LAYOUT,
+                format!(
+                    "config `{config}` asks for MIG instances on {}, which do not support MIG",
+                    list(&ids)
+                ),
+            )
+            .at(at.map_span(devices), "no MIG on these GPUs")
+            .with_help("use `mig-enabled: false` for GPUs without MIG, or fix the `device-filter`"),
+        );
+        return;
+    }
     // Names: each must exist on every targeted GPU (with a filter) or on some GPU (without).
     let mut names_ok = true;
     for (profile, _) in &devices.value.0 {
