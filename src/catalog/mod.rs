@@ -102,7 +102,8 @@ pub struct MigProfile {
     pub starts: Vec<u8>,
     /// Memory slices one instance occupies from its start.
     pub size: u8,
-    /// Media and graphics attributes of the name: `+me`, `-me`, `+me.all`, `+gfx`.
+    /// Media and graphics attributes of the name: `+me`, `-me`, `+me.all`, `+gfx` (derived from
+    /// the name when left out of a catalog file).
     #[serde(default)]
     pub attributes: Vec<String>,
     /// How far this row can be trusted.
@@ -375,10 +376,16 @@ fn parse_entry_in(sources: &Sources, file: FileId, text: &str) -> Result<GpuMode
         leading_zero_numbers_as_strings: true,
         underscored_numbers_as_strings: true,
     };
-    let gpu = match serde_saphyr::from_str_with_options::<GpuModel>(text, options) {
+    let mut gpu = match serde_saphyr::from_str_with_options::<GpuModel>(text, options) {
         Ok(gpu) => gpu,
         Err(err) => return Err(Diagnostics::from_iter([serde_diagnostic(sources, file, &err)])),
     };
+    // `attributes` may be left out: they follow from the name.
+    for p in gpu.mig.iter_mut().flat_map(|m| m.profiles.iter_mut()) {
+        if p.attributes.is_empty() {
+            p.attributes = name_attributes(&p.name);
+        }
+    }
     let problems = check_model(&gpu);
     if problems.is_empty() {
         return Ok(gpu);
