@@ -420,27 +420,28 @@ pub(crate) fn serde_diagnostic_in(
     });
     let offset = map(offset);
     let message = err.to_string();
-    let first = message.lines().next().unwrap_or("invalid YAML").trim().to_owned();
+    let first = message.lines().next().unwrap_or("invalid YAML").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // The position is in the label; drop serde-saphyr's `line N column M: ` prefix.
+    let first = match first.split_once(": ") {
+        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest,
+        _ => first,
+    };
     let code = if first.contains("unknown field") {
         codes::UNKNOWN_FIELD
     } else if first.contains("missing field") {
         codes::MISSING_FIELD
     } else if first.contains("invalid type")
-        || (first.contains("invalid ")
+        || (first.starts_with("expected ") && first.contains("scalar"))
+        || (first.starts_with("invalid ")
             && !first.contains("invalid value")
-            && first.split_whitespace().count() <= 8)
+            && first.split_whitespace().count() <= 3)
     {
         codes::WRONG_TYPE
     } else if first.contains("invalid value") || first.contains("unknown variant") {
         codes::INVALID_VALUE
     } else {
         codes::SYNTAX
-    };
-    let first = first.strip_prefix("error: ").unwrap_or(&first);
-    // The position is in the label; drop serde-saphyr's `line N column M: ` prefix.
-    let first = match first.split_once(": ") {
-        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest,
-        _ => first,
     };
     Diagnostic::error(code, first.to_owned())
         .at(Span::new(file, offset..offset), "here")

@@ -608,3 +608,64 @@ fn import_help_is_reviewed() {
     let out = gpuplan().args(["catalog", "import", "--help"]).env("COLUMNS", "100").output().expect("runs");
     insta::assert_snapshot!("gpuplan-catalog-import", String::from_utf8_lossy(&out.stdout));
 }
+
+#[test]
+fn attributes_may_be_left_out_of_user_files() {
+    let text = format!(
+        "{}mig: {{ computeSlices: 7, memorySlices: 8, profiles: [{{ name: 1g.10gb+me, id: 20, computeSlices: 1, memorySlices: 1, memoryMib: 9984, sms: 16, maxCount: 1, starts: [0, 1, 2, 3, 4, 5, 6], size: 1 }}] }}\n",
+        USER_A100.replace("id: A100-SXM4-80GB", "id: MY-GPU")
+    );
+    let mut sources = Sources::new();
+    let (catalog, diagnostics) = Catalog::load(&mut sources, &[("my.yaml".into(), text)]);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let profile = catalog.get("MY-GPU").and_then(|g| g.profile("1g.10gb+me")).expect("loaded");
+    assert_eq!(profile.attributes, ["+me"]);
+    assert!(profile.takes_media_extensions());
+}
+
+#[test]
+fn catalog_folders_are_read_by_the_commands() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("a100.yaml"), USER_A100).expect("written");
+    let run = gpuplan().args(["catalog", "list", "--color", "never", "--catalog"]).arg(dir.path()).output();
+    let run = run.expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("warning[catalog-override]"));
+    std::fs::write(dir.path().join("broken.yaml"), "id: X\nname: x\nmemoryMib: [1]\nsms: 1\n")
+        .expect("written");
+    let run = gpuplan().args(["catalog", "list", "--color", "never", "--catalog"]).arg(dir.path()).output();
+    let run = run.expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("error[wrong-type]") && stderr.contains("broken.yaml:3:"), "{stderr}");
+}
+
+#[test]
+fn import_reads_one_input_from_stdin() {
+    use std::io::Write as _;
+    let mut child = gpuplan()
+        .args([
+            "catalog",
+            "import",
+            "--lgip",
+            "-",
+            "--name",
+            "NVIDIA H100 80GB HBM3",
+            "--memory-mib",
+            "81559",
+        ])
+        .args(["--lgipp", &format!("{FIXTURES}/h100-sxm5-80gb.lgipp.txt")])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs gpuplan");
+    let lgip = fixture("h100-sxm5-80gb.lgip.txt");
+    child.stdin.take().expect("stdin").write_all(lgip.as_bytes()).expect("writes");
+    let out = child.wait_with_output().expect("finishes");
+    assert_eq!(out.status.code(), Some(0));
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    let mut sources = Sources::new();
+    let entry = parse_entry(&mut sources, "stdout", &yaml).expect("valid entry");
+    assert_eq!((entry.id.as_str(), entry.memory_mib), ("H100-80GB-HBM3", 81559));
+    assert_rows_match(&entry, DRIVER_TABLES[0].1);
+}
