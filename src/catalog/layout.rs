@@ -19,6 +19,10 @@
 //! 5. the instances can be given allowed starts whose memory intervals `[start, start + size)`
 //!    do not overlap (checked by exhaustive search, largest instances first).
 //!
+//! Cost: measured in a debug build, [`enumerate`] plus [`maximal`] take 2–6 ms for a 7/8-slice GPU
+//! (127 valid layouts, 44 maximal) and about 0.1 s for all 39 built-in GPUs, so the planner can
+//! call them at start-up without a cache.
+//!
 //! Guarantees: no panics on any catalog entry that passed [`super::check_model`]; deterministic
 //! results (the same multiset always gives the same placement, instances sorted by start).
 //! The empty multiset (MIG enabled, no instances) is valid but not part of [`enumerate`].

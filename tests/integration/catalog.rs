@@ -669,3 +669,39 @@ fn import_reads_one_input_from_stdin() {
     assert_eq!((entry.id.as_str(), entry.memory_mib), ("H100-80GB-HBM3", 81559));
     assert_rows_match(&entry, DRIVER_TABLES[0].1);
 }
+
+/// DESIGN.md: on today's 7/8-slice tables, per-profile maxima, the media limit and the slice sums
+/// decide validity; the placement search must agree on every multiset.
+#[test]
+fn on_seven_slice_gpus_the_sums_decide_and_the_search_agrees() {
+    let h100 = gpu("H100-SXM5-80GB");
+    let profiles = &h100.mig.as_ref().expect("MIG").profiles;
+    let mut counts = vec![0u8; profiles.len()];
+    let mut checked = 0;
+    loop {
+        let names: Vec<&str> = profiles
+            .iter()
+            .zip(&counts)
+            .flat_map(|(p, &c)| std::iter::repeat_n(p.name.as_str(), usize::from(c)))
+            .collect();
+        let sum = |f: fn(&gpuplan::catalog::MigProfile) -> u8| -> u32 {
+            profiles.iter().zip(&counts).map(|(p, &c)| u32::from(f(p)) * u32::from(c)).sum()
+        };
+        let media: u8 =
+            profiles.iter().zip(&counts).filter(|(p, _)| p.takes_media_extensions()).map(|(_, &c)| c).sum();
+        let by_sums = sum(|p| p.compute_slices) <= 7 && sum(|p| p.size) <= 8 && media <= 1;
+        assert_eq!(layout::validate(&h100, &names).is_ok(), by_sums, "{names:?}");
+        checked += 1;
+        // Next count vector within the maxima (odometer order).
+        let mut i = 0;
+        while i < counts.len() && counts[i] == profiles[i].max_count {
+            counts[i] = 0;
+            i += 1;
+        }
+        if i == counts.len() {
+            break;
+        }
+        counts[i] += 1;
+    }
+    assert_eq!(checked, 8 * 2 * 5 * 4 * 3 * 2 * 2);
+}
