@@ -307,6 +307,7 @@ pub fn import(
     let sms = info.sms.unwrap_or_else(|| profiles.iter().map(|p| p.sms).max().unwrap_or(0));
     let gpu = GpuModel {
         id: info.id.clone().unwrap_or_else(|| id_from_name(&name)),
+        aliases: vec![product_label(&name)],
         product_labels: vec![product_label(&name)],
         pci_ids: info
             .pci_id
@@ -318,7 +319,6 @@ pub fn import(
         trust: if info.memory_mib.is_some() && info.sms.is_some() { Trust::Driver } else { Trust::Inferred },
         source: "imported from nvidia-smi output".to_owned(),
         name,
-        aliases: Vec::new(),
         mig: Some(MigGeometry { compute_slices, memory_slices, profiles }),
     };
     let problems = check_model(&gpu);

@@ -276,7 +276,7 @@ fn run_import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<ExitStatus> {
         }
     };
     let yaml = format!(
-        "# Imported by `gpuplan catalog import`; review `id`, `aliases` and `sms`, then add `source`.\n{}",
+        "# Imported by `gpuplan catalog import`. Review `id` and `aliases`, and `sms` (without `--sms` it is\n# the largest profile's SMs, fewer than the whole GPU on A100).\n{}",
         serde_saphyr::to_string(&gpu)?
     );
     match &args.out {
