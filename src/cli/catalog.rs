@@ -1,11 +1,22 @@
 //! `gpuplan catalog`: list, show and import GPU models.
+//!
+//! In: the built-in catalog plus `--catalog` folders; for `import`, `nvidia-smi` text from files or
+//! stdin. Out: a table or JSON on stdout; `import` writes one catalog entry as YAML to stdout or
+//! `--out FILE`. Unreadable `nvidia-smi` output is reported as diagnostics (exit 1).
 
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use serde::Serialize;
 
-use super::common::load_catalog;
+use super::common::{load_catalog_checked, read_text, report};
 use super::{Ctx, ExitStatus, Format};
+use crate::catalog::import::{DeviceInfo, import, parse_query};
+use crate::catalog::layout::{self, Layout};
+use crate::catalog::{Catalog, GpuModel};
+use crate::diagnostics::Sources;
 
 /// List the GPU models gpuplan knows, show one, or import one from `nvidia-smi` output.
 #[derive(Debug, Args)]
@@ -26,39 +37,254 @@ pub enum CatalogCommand {
         /// GPU id or alias.
         gpu: String,
     },
+    /// Write a catalog entry from `nvidia-smi mig -lgip` and `nvidia-smi mig -lgipp` output.
+    Import(ImportArgs),
+}
+
+/// Inputs of `catalog import`. Use `-` for one of the files to read it from stdin.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Output of `nvidia-smi mig -lgip` (GPU-instance profiles).
+    #[arg(long, value_name = "FILE")]
+    pub lgip: PathBuf,
+    /// Output of `nvidia-smi mig -lgipp` (allowed placements).
+    #[arg(long, value_name = "FILE")]
+    pub lgipp: PathBuf,
+    /// Output of `nvidia-smi -q`, for the product name, total memory and PCI device id.
+    #[arg(long, value_name = "FILE")]
+    pub query: Option<PathBuf>,
+    /// Catalog id of the new entry (default: derived from the product name).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Product name as `nvidia-smi` prints it, e.g. "NVIDIA H100 80GB HBM3".
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Total GPU memory in MiB.
+    #[arg(long, value_name = "MIB")]
+    pub memory_mib: Option<u64>,
+    /// PCI device id, `0xDDDD10DE`.
+    #[arg(long, value_name = "ID")]
+    pub pci_id: Option<String>,
+    /// SMs of the whole GPU (default: the largest profile's SMs).
+    #[arg(long)]
+    pub sms: Option<u32>,
+    /// Write the entry to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 pub fn run(ctx: &Ctx, args: &CatalogArgs) -> anyhow::Result<ExitStatus> {
-    let catalog = load_catalog(&args.catalog)?;
+    if let CatalogCommand::Import(import_args) = &args.command {
+        return run_import(ctx, import_args);
+    }
+    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
+        return Ok(ExitStatus::Problems);
+    };
     match &args.command {
-        CatalogCommand::List => {
-            let gpus: Vec<_> = catalog.iter().collect();
-            match ctx.format {
-                Format::Json => ctx.json(&gpus)?,
-                Format::Human => {
-                    let mut text = format!("{:<24} {:>10} {:>5}  MIG\n", "ID", "MEMORY", "SMS");
-                    for gpu in gpus {
-                        let mig = gpu.mig.as_ref().map_or(0, |m| m.profiles.len());
-                        text.push_str(&format!(
-                            "{:<24} {:>7}MiB {:>5}  {mig} profiles\n",
-                            gpu.id, gpu.memory_mib, gpu.sms
-                        ));
-                    }
-                    ctx.out(&text)?;
-                }
-            }
-            Ok(ExitStatus::Success)
+        CatalogCommand::List => list(ctx, &catalog),
+        CatalogCommand::Show { gpu } => show(ctx, &catalog, gpu),
+        CatalogCommand::Import(_) => Ok(ExitStatus::Success),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListRow<'a> {
+    id: &'a str,
+    name: &'a str,
+    memory_mib: u64,
+    sms: u32,
+    pci_ids: &'a [String],
+    product_labels: &'a [String],
+    mig: bool,
+    profiles: Vec<&'a str>,
+}
+
+fn list(ctx: &Ctx, catalog: &Catalog) -> anyhow::Result<ExitStatus> {
+    match ctx.format {
+        Format::Json => {
+            let rows: Vec<ListRow<'_>> = catalog
+                .iter()
+                .map(|g| ListRow {
+                    id: &g.id,
+                    name: &g.name,
+                    memory_mib: g.memory_mib,
+                    sms: g.sms,
+                    pci_ids: &g.pci_ids,
+                    product_labels: &g.product_labels,
+                    mig: g.is_mig_capable(),
+                    profiles: g.profile_names().collect(),
+                })
+                .collect();
+            ctx.json(&rows)?;
         }
-        CatalogCommand::Show { gpu } => {
-            let Some(model) = catalog.get(gpu) else {
-                ctx.err(&format!("error: no GPU `{gpu}` in the catalog"))?;
-                return Ok(ExitStatus::Problems);
-            };
-            match ctx.format {
-                Format::Json => ctx.json(model)?,
-                Format::Human => ctx.out(&serde_saphyr::to_string(model)?)?,
+        Format::Human => {
+            let mut text =
+                format!("{:<26} {:>11} {:>5}  {:<11} {:<8}  NAME\n", "ID", "MEMORY", "SMS", "PCI", "MIG");
+            for g in catalog.iter() {
+                let mig = g.mig.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |m| format!("{}/{} {}p", m.compute_slices, m.memory_slices, m.profiles.len()),
+                );
+                let pci = g.pci_ids.first().map_or("-", String::as_str);
+                text.push_str(&format!(
+                    "{:<26} {:>8}MiB {:>5}  {:<11} {:<8}  {}\n",
+                    g.id, g.memory_mib, g.sms, pci, mig, g.name
+                ));
             }
-            Ok(ExitStatus::Success)
+            ctx.out(&text)?;
         }
     }
+    Ok(ExitStatus::Success)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownLayout {
+    counts: std::collections::BTreeMap<String, u32>,
+    placement: Vec<layout::PlacedInstance>,
+    compute_slices: u32,
+    picture: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Shown<'a> {
+    gpu: &'a GpuModel,
+    maximal_layouts: Vec<ShownLayout>,
+}
+
+fn show(ctx: &Ctx, catalog: &Catalog, wanted: &str) -> anyhow::Result<ExitStatus> {
+    let Some(gpu) = catalog.get(wanted) else {
+        let hint = crate::diagnostics::nearest(wanted, catalog.ids())
+            .map_or_else(String::new, |n| format!("\nhelp: did you mean `{n}`?"));
+        ctx.err(&format!("error: no GPU `{wanted}` in the catalog{hint}"))?;
+        return Ok(ExitStatus::Problems);
+    };
+    let maximal: Vec<Layout> = layout::maximal(gpu);
+    match ctx.format {
+        Format::Json => {
+            let maximal_layouts = maximal
+                .iter()
+                .map(|l| ShownLayout {
+                    counts: l.counts(),
+                    placement: l.instances.clone(),
+                    compute_slices: l.compute_slices(gpu),
+                    picture: l.picture(gpu),
+                })
+                .collect();
+            ctx.json(&Shown { gpu, maximal_layouts })?;
+        }
+        Format::Human => ctx.out(&describe(gpu, &maximal))?,
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// The human description of one GPU: facts, profile table, maximal layouts.
+fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
+    let mut text = format!("{}  ({})\n", gpu.id, gpu.name);
+    text.push_str(&format!(
+        "memory {} MiB, {} SMs, PCI {}, label {} (trust: {})\n",
+        gpu.memory_mib,
+        gpu.sms,
+        if gpu.pci_ids.is_empty() { "-".to_owned() } else { gpu.pci_ids.join(", ") },
+        gpu.product_labels.first().map_or("-", String::as_str),
+        trust_word(gpu.trust),
+    ));
+    if !gpu.aliases.is_empty() {
+        text.push_str(&format!("aliases: {}\n", gpu.aliases.join(", ")));
+    }
+    let Some(mig) = &gpu.mig else {
+        text.push_str("no MIG: use it whole or time-sliced\n");
+        return text;
+    };
+    text.push_str(&format!(
+        "MIG: {} compute slices, {} memory slices\n\n",
+        mig.compute_slices, mig.memory_slices
+    ));
+    text.push_str(&format!(
+        "{:<16} {:>3} {:>3} {:>3} {:>9} {:>4} {:>4}  {:<15} {}\n",
+        "PROFILE", "ID", "CS", "MS", "MIB", "SMS", "MAX", "STARTS", "TRUST"
+    ));
+    for p in &mig.profiles {
+        let starts = p.starts.iter().map(u8::to_string).collect::<Vec<_>>().join(",");
+        text.push_str(&format!(
+            "{:<16} {:>3} {:>3} {:>3} {:>9} {:>4} {:>4}  {:<15} {}\n",
+            p.name,
+            p.id,
+            p.compute_slices,
+            p.memory_slices,
+            p.memory_mib,
+            p.sms,
+            p.max_count,
+            starts,
+            trust_word(p.trust)
+        ));
+    }
+    text.push_str(&format!("\nmaximal layouts ({}), one cell per memory slice:\n", maximal.len()));
+    for l in maximal {
+        text.push_str(&format!(
+            "{}  {}/{} compute\n",
+            l.picture(gpu),
+            l.compute_slices(gpu),
+            mig.compute_slices
+        ));
+    }
+    text
+}
+
+fn trust_word(trust: crate::catalog::Trust) -> &'static str {
+    match trust {
+        crate::catalog::Trust::Driver => "driver",
+        crate::catalog::Trust::NvidiaConfig => "nvidia-config",
+        crate::catalog::Trust::Inferred => "inferred",
+    }
+}
+
+fn read_input(path: &Path, stdin_used: &mut bool) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        anyhow::ensure!(!*stdin_used, "only one input can be read from stdin (`-`)");
+        *stdin_used = true;
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
+        return Ok(text);
+    }
+    read_text(path)
+}
+
+fn run_import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<ExitStatus> {
+    let mut stdin_used = false;
+    let lgip = read_input(&args.lgip, &mut stdin_used)?;
+    let lgipp = read_input(&args.lgipp, &mut stdin_used)?;
+    let mut info = match &args.query {
+        Some(path) => parse_query(&read_input(path, &mut stdin_used)?),
+        None => DeviceInfo::default(),
+    };
+    info.id = args.id.clone().or(info.id);
+    info.name = args.name.clone().or(info.name);
+    info.memory_mib = args.memory_mib.or(info.memory_mib);
+    info.pci_id = args.pci_id.clone().or(info.pci_id);
+    info.sms = args.sms.or(info.sms);
+    let mut sources = Sources::new();
+    let lgip_name = args.lgip.display().to_string();
+    let lgipp_name = args.lgipp.display().to_string();
+    let gpu = match import(&mut sources, (&lgip_name, &lgip), (&lgipp_name, &lgipp), &info) {
+        Ok(gpu) => gpu,
+        Err(diagnostics) => {
+            report(ctx, &sources, &diagnostics)?;
+            return Ok(ExitStatus::Problems);
+        }
+    };
+    let yaml = format!(
+        "# Imported by `gpuplan catalog import`. Review `id` and `aliases`, and `sms` (without `--sms` it is\n# the largest profile's SMs, fewer than the whole GPU on A100).\n{}",
+        serde_saphyr::to_string(&gpu)?
+    );
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, &yaml).with_context(|| format!("cannot write `{}`", path.display()))?;
+            ctx.status(&format!("wrote `{}` ({})", path.display(), gpu.id))?;
+        }
+        None => ctx.out(&yaml)?,
+    }
+    Ok(ExitStatus::Success)
 }

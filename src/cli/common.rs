@@ -39,9 +39,51 @@ pub fn report(ctx: &Ctx, sources: &Sources, diagnostics: &Diagnostics) -> anyhow
     Ok(())
 }
 
-/// Loads the catalog: the built-in entries plus the user's folders.
-pub fn load_catalog(_dirs: &[std::path::PathBuf]) -> anyhow::Result<Catalog> {
-    Ok(Catalog::builtin())
+/// Loads the catalog: the built-in entries plus the user's folders (or single files), and reports
+/// the catalog's diagnostics on stderr. Bad catalog files make it fail as a tool error; commands
+/// that want exit code 1 for them use [`load_catalog_checked`].
+#[allow(dead_code, reason = "the stable entry point for commands on other branches")]
+pub fn load_catalog(dirs: &[std::path::PathBuf]) -> anyhow::Result<Catalog> {
+    let ctx = Ctx { format: Format::Human, color: false, quiet: false };
+    match load_catalog_checked(&ctx, dirs)? {
+        Ok(catalog) => Ok(catalog),
+        Err(Rejected) => anyhow::bail!("the catalog files have errors"),
+    }
+}
+
+/// Loads the catalog (built-in entries, then every `*.yaml` / `*.yml` of each folder in file-name
+/// order, or the file itself when a path is a file). Diagnostics go to stderr as text, even with
+/// `--format json`, so that stdout stays one JSON document; errors give `Err(Rejected)`.
+pub fn load_catalog_checked(
+    ctx: &Ctx,
+    dirs: &[std::path::PathBuf],
+) -> anyhow::Result<Result<Catalog, Rejected>> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        if dir.is_file() {
+            files.push((dir.display().to_string(), read_text(dir)?));
+            continue;
+        }
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read catalog folder `{}`", dir.display()))?;
+        let mut paths = Vec::new();
+        for entry in entries {
+            let path =
+                entry.with_context(|| format!("cannot read catalog folder `{}`", dir.display()))?.path();
+            if path.extension().is_some_and(|e| e == "yaml" || e == "yml") && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        for path in paths {
+            files.push((path.display().to_string(), read_text(&path)?));
+        }
+    }
+    let mut sources = Sources::new();
+    let (catalog, diagnostics) = Catalog::load(&mut sources, &files);
+    let text_ctx = Ctx { format: Format::Human, ..*ctx };
+    report(&text_ctx, &sources, &diagnostics)?;
+    if diagnostics.has_errors() { Ok(Err(Rejected)) } else { Ok(Ok(catalog)) }
 }
 
 /// Reads, parses and validates a manifest. On problems, reports them and returns `Err(Rejected)`
@@ -50,7 +92,9 @@ pub fn load_spec(
     ctx: &Ctx,
     args: &ManifestArgs,
 ) -> anyhow::Result<Result<(Sources, Catalog, Spec), Rejected>> {
-    let catalog = load_catalog(&args.catalog)?;
+    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
+        return Ok(Err(Rejected));
+    };
     let text = read_text(&args.manifest)?;
     let mut sources = Sources::new();
     let name = args.manifest.display().to_string();

@@ -53,4 +53,23 @@ codes! {
     INVALID_RENDERED_YAML = "invalid-rendered-yaml";
     /// gpuplan could not render a file it generated itself (a bug).
     RENDER_FAILED = "render-failed";
+    // --- catalog and mig-parted configs ------------------------------------------------------
+    /// A user catalog entry replaces a built-in GPU with the same id.
+    CATALOG_OVERRIDE = "catalog-override";
+    /// Two user catalog files define the same GPU id.
+    CATALOG_DUPLICATE_ID = "catalog-duplicate-id";
+    /// A catalog entry breaks a rule (slices, starts, attributes, ids).
+    CATALOG_INVALID_ENTRY = "catalog-invalid-entry";
+    /// `nvidia-smi` output that `catalog import` cannot read.
+    NVIDIA_SMI_PARSE = "nvidia-smi-parse";
+    /// A mig-parted config names a profile that the GPUs it targets do not have.
+    MIG_CONFIG_UNKNOWN_PROFILE = "mig-config-unknown-profile";
+    /// A mig-parted config asks for instances that cannot be placed on the GPUs it targets.
+    MIG_CONFIG_INVALID_LAYOUT = "mig-config-invalid-layout";
+    /// A mig-parted device filter matches no GPU in the catalog.
+    MIG_CONFIG_UNMATCHED_FILTER = "mig-config-unmatched-filter";
+    /// A mig-parted config leaves some catalog GPUs untouched although it targets others.
+    MIG_CONFIG_UNTOUCHED_GPU = "mig-config-untouched-gpu";
+    /// Two entries of one mig-parted config target the same GPUs.
+    MIG_CONFIG_DUPLICATE_ENTRY = "mig-config-duplicate-entry";
 }
