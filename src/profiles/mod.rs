@@ -660,7 +660,7 @@ mod tests {
     fn checked_parse_resolves_aliases_and_rejects_unknown_gpus_and_profiles() {
         let catalog = Catalog::builtin();
         let text = "gpu,profile,batch_size,processes,rps,latency_ms\n\
-                    a100-80gb-sxm,3g.40gb,8,1,10,5\nA100-SXM4-40GB,3g.20gb,8,1,10,5\nA100-SXM4-80GB,3g.20gb,8,1,10,5\n";
+                    a100-80gb-sxm,3g.40gb,8,1,10,5\nZ100-SXM9-40GB,3g.20gb,8,1,10,5\nA100-SXM4-80GB,3g.20gb,8,1,10,5\n";
         let mut sources = Sources::new();
         let d = parse_csv_checked(&mut sources, "m.csv", text, &catalog).expect_err("invalid");
         let codes: Vec<_> = d.iter().map(|d| d.code).collect();

@@ -953,7 +953,8 @@ mod tests {
         assert_eq!(spec.pools[0].gpus_per_node, 8);
         let model = &spec.models[0];
         assert_eq!(model.isolation, Isolation::Hardware);
-        assert_eq!(model.memory_mib, 9856);
+        let smallest = catalog.get("A100-SXM4-80GB").and_then(|g| g.profile("1g.10gb")).expect("1g.10gb");
+        assert_eq!(model.memory_mib, smallest.memory_mib);
         let Demand::Rate(d) = &model.demand else { panic!("rate demand expected") };
         assert_eq!((d.rps, d.slo_ms, d.admission_factor), (19.0, Some(6434.0), 0.45));
         let b = bounds(&spec, &catalog).expect("bounds");
