@@ -468,7 +468,12 @@ fn rejects_mig_configs_that_disagree_with_the_gpus() {
 fn rejects_a_group_whose_resource_the_node_does_not_expose() {
     let (spec, catalog, mut plan) = voice();
     plan.models[2].groups.push(group("nvidia.com/mig-3g.40gb", 0, &["gpu-a-1"]));
-    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::GroupResource]), "{:#?}", check(&spec, &catalog, &plan));
+    assert_eq!(
+        kinds(&spec, &catalog, &plan),
+        BTreeSet::from([Kind::GroupResource]),
+        "{:#?}",
+        check(&spec, &catalog, &plan)
+    );
 }
 
 #[test]
