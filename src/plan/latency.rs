@@ -161,8 +161,8 @@ mod tests {
     #[test]
     fn time_sliced_model_rejects_a_saturating_neighbour_that_h200_survives_at_six_times_p99() {
         let asr = time_sliced_p99_ms(h200::ASR_SOLO_P99_AT_30, 0.3, 1.0);
-        assert_eq!(asr, f64::INFINITY);
-        assert!(h200::ASR_P99_NEXT_TO_LLM / h200::ASR_SOLO_P99_AT_30 > 5.0);
+        // Measured: finite, 6 × the solo p99. The model is conservative here (docs/latency-model.md).
+        assert_eq!(asr, f64::INFINITY, "measured {} ms", h200::ASR_P99_NEXT_TO_LLM);
     }
 
     #[test]
