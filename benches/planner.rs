@@ -9,7 +9,7 @@
 //! 10,000 GPUs < 30 s, peak < 1 GiB, GPUs used ≤ lower bound + max(1, 2%) and ≤ FFD.
 
 use std::io::Write;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuplan::bench::{SCENARIOS, Scenario};
@@ -47,9 +47,36 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Seconds one scenario (all its runs) may take before the child is killed and the row says so;
+/// `GPUPLAN_BENCH_TIMEOUT` overrides it.
+const DEFAULT_TIMEOUT_S: u64 = 600;
+
 fn run_child(s: &Scenario) -> Result<Value, String> {
+    let timeout = std::env::var("GPUPLAN_BENCH_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(DEFAULT_TIMEOUT_S), Duration::from_secs);
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let output = Command::new(exe).args(["--child", s.name]).output().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args(["--child", s.name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    // The child writes one short line, so its pipes never fill while we wait.
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(_) => break,
+            None if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {} s (GPUPLAN_BENCH_TIMEOUT)", timeout.as_secs()));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
@@ -129,6 +156,7 @@ fn row(s: &Scenario, r: &Value) -> String {
     }
     if let Some(error) = r["error"].as_str() {
         let error = error.replace('|', "/");
+        misses.push("no plan".to_owned());
         return format!(
             "| {} | {} | {} | planner failed: {error} | | | | | {time} | {peak} | | {} |",
             s.name,

@@ -143,8 +143,7 @@ pub fn fleet(gpus: u32, models: u32, seed: u64) -> (Spec, Catalog) {
             };
             m
         };
-        let weight = (m.memory_mib as f64 / gib(80.0) as f64).max(m.compute);
-        let weight = weight.max(f64::from(m.gpus.unwrap_or(0)));
+        let weight = gpu_equivalents(&m);
         let mut replicas = (budget / weight * rng.range(0.5, 1.5)).round().max(1.0) as u32;
         let spread = rng.unit();
         m.spread = if spread < 0.6 {
@@ -224,6 +223,21 @@ pub fn spec(name: &str, mut pools: Vec<Pool>, mut models: Vec<Model>) -> Spec {
             memory_headroom: 0.0,
             time_slicing_efficiency: DEFAULT_TIME_SLICING_EFFICIENCY,
         },
+    }
+}
+
+/// What one replica costs in GPUs, roughly, for sizing demand: whole GPUs for dedicated and
+/// multi-GPU models, the MIG slices an A100 would give a hardware-isolated one, the compute
+/// share under time-slicing efficiency (or the memory share) for a shared one.
+fn gpu_equivalents(m: &Model) -> f64 {
+    let memory = m.memory_mib as f64 / gib(80.0) as f64;
+    match (m.gpus, m.isolation) {
+        (Some(n), _) => f64::from(n),
+        (None, Isolation::Dedicated) => 1.0,
+        (None, Isolation::Hardware) => {
+            ((memory * 8.0).ceil() / 8.0).max((m.compute * 7.0).ceil() / 7.0).min(1.0)
+        }
+        (None, Isolation::Shared) => memory.max(m.compute / DEFAULT_TIME_SLICING_EFFICIENCY).min(1.0),
     }
 }
 
@@ -339,6 +353,23 @@ mod tests {
         }
         for spread in [Spread::None, Spread::Gpu, Spread::Node] {
             assert!(s.models.iter().any(|m| m.spread == spread), "{spread:?}");
+        }
+    }
+
+    #[test]
+    fn fleet_demand_fills_about_half_of_the_fleet() {
+        for (gpus, models) in [(100, 20), (1_000, 200), (10_000, 1_000)] {
+            let (s, _) = fleet(gpus, models, SEED);
+            let demand: f64 = s
+                .models
+                .iter()
+                .map(|m| match m.demand {
+                    Demand::Replicas(n) => f64::from(n) * gpu_equivalents(m),
+                    Demand::Rate(_) => 0.0,
+                })
+                .sum();
+            let share = demand / f64::from(gpus);
+            assert!((0.35..=0.75).contains(&share), "{gpus} GPUs: demand {share:.2} of the fleet");
         }
     }
 

@@ -91,7 +91,19 @@ impl fmt::Display for Violation {
 
 /// Checks `plan` against `spec` and `catalog`. Returns every violation, sorted; empty = sound.
 pub fn check(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Vec<Violation> {
-    let mut checker = Checker { spec, catalog, plan, out: Vec::new(), placed: Vec::new() };
+    let mut checker = Checker {
+        spec,
+        catalog,
+        plan,
+        out: Vec::new(),
+        placed: Vec::new(),
+        models: spec.models.iter().map(|m| (m.name.as_str(), m)).collect(),
+        nodes: plan
+            .pools
+            .iter()
+            .flat_map(|p| p.nodes.iter().map(move |n| ((p.name.as_str(), n.name.as_str()), n)))
+            .collect(),
+    };
     checker.run();
     let mut out = checker.out;
     out.sort();
@@ -118,6 +130,10 @@ struct Checker<'a> {
     plan: &'a Plan,
     out: Vec<Violation>,
     placed: Vec<Placed<'a>>,
+    /// Spec models by name.
+    models: BTreeMap<&'a str, &'a Model>,
+    /// Planned nodes by (pool, node).
+    nodes: BTreeMap<(&'a str, &'a str), &'a NodePlan>,
 }
 
 fn gpu_at(pool: &str, node: &str, index: u32) -> String {
@@ -150,7 +166,7 @@ impl<'a> Checker<'a> {
     }
 
     fn model(&self, name: &str) -> Option<&'a Model> {
-        self.spec.models.iter().find(|m| m.name == name)
+        self.models.get(name).copied()
     }
 
     fn shared_name(&self, base: &str) -> String {
@@ -289,13 +305,14 @@ impl<'a> Checker<'a> {
             );
         }
 
+        let first_placed = self.placed.len();
         for g in &node.gpus {
             self.check_gpu(pool, gpu, node, g, sharing);
             if let Some(config) = mig_config {
                 self.check_mig_entry(pool, gpu, node, g, config);
             }
         }
-        self.check_any_k_cotenants(pool, gpu, node, sharing);
+        self.check_any_k_cotenants(pool, gpu, node, sharing, first_placed);
     }
 
     fn check_gpu(
@@ -554,12 +571,12 @@ impl<'a> Checker<'a> {
         gpu: &'a GpuModel,
         node: &'a NodePlan,
         sharing: &BTreeMap<String, u32>,
+        first_placed: usize,
     ) {
         let efficiency = self.spec.policy.time_slicing_efficiency;
         let mut by_resource: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for p in
-            self.placed.iter().filter(|p| p.pool == pool.name && p.node == node.name && p.shared.is_some())
-        {
+        // This node's tenants were recorded last, from `first_placed` on.
+        for p in self.placed.iter().skip(first_placed).filter(|p| p.shared.is_some()) {
             if let Some(m) = self.model(p.model) {
                 by_resource.entry(p.resource.clone()).or_default().push(m.compute);
             }
@@ -717,22 +734,26 @@ impl<'a> Checker<'a> {
                 self.push(Kind::Unknown, format!("model `{}`", mp.name), "the spec has no such model");
             }
         }
+        let mut by_model: BTreeMap<&str, Vec<Placed<'a>>> = BTreeMap::new();
+        for p in &self.placed {
+            by_model.entry(p.model).or_default().push(p.clone());
+        }
         for m in &self.spec.models {
-            self.check_model(m);
+            let placed = by_model.remove(m.name.as_str()).unwrap_or_default();
+            self.check_model(m, &placed);
         }
     }
 
-    fn check_model(&mut self, m: &'a Model) {
+    fn check_model(&mut self, m: &'a Model, placed: &[Placed<'a>]) {
         let at = format!("model `{}`", m.name);
         let per = m.gpus.unwrap_or(1).max(1);
-        let placed: Vec<Placed<'a>> = self.placed.iter().filter(|p| p.model == m.name).cloned().collect();
 
         // Tenants → replicas, per (pool, resource) and per node.
         let mut tenants: BTreeMap<(&str, &str), u32> = BTreeMap::new();
         let mut per_node: BTreeMap<(&str, &str), u32> = BTreeMap::new();
         let mut per_gpu: BTreeMap<(&str, &str, u32), u32> = BTreeMap::new();
         let mut per_shared: BTreeMap<(&str, &str, &str), u32> = BTreeMap::new();
-        for p in &placed {
+        for p in placed {
             *tenants.entry((p.pool, p.resource.as_str())).or_default() += 1;
             *per_node.entry((p.pool, p.node)).or_default() += 1;
             *per_gpu.entry((p.pool, p.node, p.gpu)).or_default() += 1;
@@ -784,12 +805,9 @@ impl<'a> Checker<'a> {
                 .extend(group.nodes.iter().map(String::as_str));
             for node in &group.nodes {
                 let exposed = self
-                    .plan
-                    .pools
-                    .iter()
-                    .filter(|p| p.name == group.pool)
-                    .flat_map(|p| &p.nodes)
-                    .any(|n| n.name == *node && self.node_exposes(&group.pool, n, &group.resource));
+                    .nodes
+                    .get(&(group.pool.as_str(), node.as_str()))
+                    .is_some_and(|n| self.node_exposes(&group.pool, n, &group.resource));
                 if !exposed {
                     self.push(
                         Kind::GroupResource,
@@ -809,7 +827,7 @@ impl<'a> Checker<'a> {
                 format!("replicas on the GPUs {tenant_replicas:?} differ from the groups {grouped:?}"),
             );
         }
-        for p in &placed {
+        for p in placed {
             let listed = group_nodes.get(&(p.pool, p.resource.as_str())).is_some_and(|n| n.contains(p.node));
             if !listed {
                 self.push(

@@ -510,3 +510,68 @@ fn reports_are_sorted_and_free_of_duplicates() {
     assert_eq!(found, sorted);
     assert_eq!(found.len(), 2);
 }
+
+/// A tensor-parallel model (2 whole GPUs per replica, 70 GiB on each) on a pool of 2 nodes × 2 GPUs.
+fn tensor_parallel(gpus_on: [(&str, u32); 2]) -> (Spec, Catalog, Plan) {
+    let (_, catalog) = bench::voice_pipeline();
+    let mut m = bench::model("tp", 2 * 70 * 1024, 1.0, 1);
+    m.gpus = Some(2);
+    m.isolation = Isolation::Dedicated;
+    let nodes = vec!["n1".to_owned(), "n2".to_owned()];
+    let spec = bench::spec("tp", vec![bench::pool("a100", A100, 2, nodes)], vec![m]);
+    let node = |name: &str| NodePlan {
+        name: name.to_owned(),
+        mig_config: "all-disabled".to_owned(),
+        device_plugin_config: "default".to_owned(),
+        must_drain: false,
+        gpus: (0..2)
+            .map(|index| {
+                let used = gpus_on.contains(&(name, index));
+                GpuPlan {
+                    index,
+                    mode: if used { GpuMode::Whole } else { GpuMode::Unused },
+                    tenants: if used { vec![tenant("tp", None)] } else { Vec::new() },
+                }
+            })
+            .collect(),
+    };
+    let mut nodes_used: Vec<&str> = gpus_on.iter().map(|(n, _)| *n).collect();
+    nodes_used.dedup();
+    let mut g = group("nvidia.com/gpu", 1, &nodes_used);
+    g.per_replica = 2;
+    let plan =
+        plan_with(vec![node("n1"), node("n2")], vec![model_plan("tp", vec![g])], Vec::new(), Vec::new());
+    (spec, catalog, plan)
+}
+
+#[test]
+fn accepts_a_multi_gpu_replica_on_whole_gpus_of_one_node() {
+    let (spec, catalog, plan) = tensor_parallel([("n1", 0), ("n1", 1)]);
+    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+}
+
+#[test]
+fn rejects_a_multi_gpu_replica_split_across_nodes_or_on_mig() {
+    let (spec, catalog, plan) = tensor_parallel([("n1", 0), ("n2", 0)]);
+    assert_finds(&spec, &catalog, &plan, Kind::Replicas);
+
+    let (spec, catalog, mut plan) = tensor_parallel([("n1", 0), ("n1", 1)]);
+    plan.models[0].groups[0].per_replica = 1;
+    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Replicas]));
+
+    let (mut spec, catalog, mut plan) = tensor_parallel([("n1", 0), ("n1", 1)]);
+    spec.models[0].memory_mib = 2 * 9_000;
+    spec.models[0].compute = 0.1;
+    let instances = placed(&["1g.10gb"]);
+    plan.pools[0].nodes[0].gpus[1] = GpuPlan {
+        index: 1,
+        tenants: vec![tenant("tp", Some(instances[0].start))],
+        mode: GpuMode::Mig { instances },
+    };
+    plan.pools[0].nodes[0].mig_config = "gpuplan-a100-1".to_owned();
+    plan.mig_configs.insert(
+        "gpuplan-a100-1".to_owned(),
+        MigConfig { entries: vec![entry(Some(vec![0]), &[]), entry(Some(vec![1]), &[("1g.10gb", 1)])] },
+    );
+    assert_finds(&spec, &catalog, &plan, Kind::Isolation);
+}
