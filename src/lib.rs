@@ -6,6 +6,7 @@
 //! [`catalog`] holds the hardware knowledge; [`diagnostics`] every user-facing problem.
 //! See `ARCHITECTURE.md`.
 
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod diagnostics;
@@ -15,3 +16,4 @@ pub mod plan;
 pub mod profiles;
 pub mod render;
 pub mod spec;
+pub mod verify;

@@ -1,0 +1,198 @@
+//! The scale benchmark: plans every scenario of `gpuplan::bench::SCENARIOS` and prints a markdown
+//! table (GPUs used against the lower bound, first-fit-decreasing and one GPU per replica; median
+//! planning time; peak memory; what `verify::check` thinks of the plan).
+//!
+//! Run: `cargo bench --features highs --bench planner` (optionally followed by `-- <scenario>`).
+//! Each scenario runs in a child process (this binary re-executed with `--child <name>`) so that
+//! the peak resident memory (`VmHWM` of `/proc/self/status`) of one scenario does not mix with
+//! another's. Targets (DESIGN.md) are reported, never asserted: seed < 100 ms, 1,000 GPUs < 2 s,
+//! 10,000 GPUs < 30 s, peak < 1 GiB, GPUs used ≤ lower bound + max(1, 2%) and ≤ FFD.
+
+use std::io::Write;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuplan::bench::{SCENARIOS, Scenario};
+use gpuplan::{plan, verify};
+use serde_json::{Value, json};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        return match args.get(i + 1).and_then(|n| SCENARIOS.iter().find(|s| s.name == n)) {
+            Some(s) => child(s),
+            None => ExitCode::from(2),
+        };
+    }
+    // `cargo bench` passes `--bench`; any other plain argument filters scenarios by name.
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "| scenario | GPUs | models | GPUs used | lower bound | gap | FFD | 1:1 baseline | compile (median) | peak memory | verify | targets |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for s in
+        SCENARIOS.iter().filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
+    {
+        let row = match run_child(s) {
+            Ok(result) => row(s, &result),
+            Err(e) => {
+                format!("| {} | {} | {} | child failed: {e} | | | | | | | | |", s.name, s.gpus, s.models)
+            }
+        };
+        let _ = writeln!(out, "{row}");
+        let _ = out.flush();
+    }
+    ExitCode::SUCCESS
+}
+
+/// Seconds one scenario (all its runs) may take before the child is killed and the row says so;
+/// `GPUPLAN_BENCH_TIMEOUT` overrides it.
+const DEFAULT_TIMEOUT_S: u64 = 600;
+
+fn run_child(s: &Scenario) -> Result<Value, String> {
+    let timeout = std::env::var("GPUPLAN_BENCH_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(DEFAULT_TIMEOUT_S), Duration::from_secs);
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args(["--child", s.name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    // The child writes one short line, so its pipes never fill while we wait.
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(_) => break,
+            None if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {} s (GPUPLAN_BENCH_TIMEOUT)", timeout.as_secs()));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        return Err(format!("{} {}", output.status, last.replace('|', "/")));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| format!("bad child output: {e}"))
+}
+
+/// Plans one scenario `runs` times and writes one JSON object to stdout.
+fn child(s: &Scenario) -> ExitCode {
+    let Some((spec, catalog)) = gpuplan::bench::scenario(s.name) else { return ExitCode::from(2) };
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..s.runs.max(1) {
+        let start = Instant::now();
+        let result = plan::plan(&spec, &catalog);
+        times.push(start.elapsed());
+        let failed = result.is_err();
+        last = Some(result);
+        if failed {
+            break; // A failing planner fails the same way every time.
+        }
+    }
+    times.sort();
+    let median = times.get(times.len() / 2).copied().unwrap_or(Duration::ZERO);
+    let mut value = json!({
+        "runs": times.len(),
+        "median_ms": median.as_secs_f64() * 1e3,
+        "peak_kib": peak_kib(),
+    });
+    match last {
+        Some(Ok(plan)) => {
+            let violations = verify::check(&spec, &catalog, &plan);
+            value["quality"] = json!({
+                "gpus_used": plan.quality.gpus_used,
+                "lower_bound": plan.quality.lower_bound,
+                "ffd": plan.quality.first_fit_decreasing,
+                "one_to_one": plan.quality.one_gpu_per_replica,
+            });
+            value["violations"] = json!(violations.len());
+            value["first_violation"] = json!(violations.first().map(ToString::to_string));
+        }
+        Some(Err(diags)) => {
+            let first = diags.iter().next().map(|d| format!("{}: {}", d.code, d.message));
+            value["error"] = json!(first.unwrap_or_else(|| "the planner failed without a diagnostic".into()));
+        }
+        None => {}
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    ExitCode::SUCCESS
+}
+
+/// Peak resident set size of this process, from Linux's `/proc/self/status`.
+fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn row(s: &Scenario, r: &Value) -> String {
+    let median = r["median_ms"].as_f64().unwrap_or(f64::NAN);
+    let time = if median < 1000.0 { format!("{median:.1} ms") } else { format!("{:.2} s", median / 1000.0) };
+    let time = format!("{time} (n={})", r["runs"]);
+    let peak = r["peak_kib"].as_u64().map_or("n/a".to_owned(), |k| format!("{:.0} MiB", k as f64 / 1024.0));
+    let time_target_ms = match s.gpus {
+        0..=10 => 100.0,
+        11..=1_000 => 2_000.0,
+        _ => 30_000.0,
+    };
+    let mut misses = Vec::new();
+    if median > time_target_ms {
+        misses.push(format!("time > {time_target_ms} ms"));
+    }
+    if r["peak_kib"].as_u64().is_some_and(|k| k > 1024 * 1024) {
+        misses.push("peak > 1 GiB".to_owned());
+    }
+    if let Some(error) = r["error"].as_str() {
+        let error = error.replace('|', "/");
+        misses.push("no plan".to_owned());
+        return format!(
+            "| {} | {} | {} | planner failed: {error} | | | | | {time} | {peak} | | {} |",
+            s.name,
+            s.gpus,
+            s.models,
+            misses.join(", ")
+        );
+    }
+    let q = &r["quality"];
+    let used = q["gpus_used"].as_u64().unwrap_or(0);
+    let lb = q["lower_bound"].as_u64().unwrap_or(0);
+    let ffd = q["ffd"].as_u64();
+    let slack = ((lb as f64) * 0.02).floor().max(1.0) as u64;
+    if used > lb + slack {
+        misses.push(format!("gap > max(1, 2%) = {slack}"));
+    }
+    if ffd.is_some_and(|f| used > f) {
+        misses.push("worse than FFD".to_owned());
+    }
+    let gap =
+        if lb > 0 { format!("{:+.1}%", (used as f64 - lb as f64) / lb as f64 * 100.0) } else { "n/a".into() };
+    let verify = match r["violations"].as_u64() {
+        Some(0) => "sound".to_owned(),
+        Some(n) => format!(
+            "{n} violations, first: {}",
+            r["first_violation"].as_str().unwrap_or("").replace('|', "/")
+        ),
+        None => "n/a".to_owned(),
+    };
+    format!(
+        "| {} | {} | {} | {used} | {lb} | {gap} | {} | {} | {time} | {peak} | {verify} | {} |",
+        s.name,
+        s.gpus,
+        s.models,
+        ffd.map_or("none".to_owned(), |f| f.to_string()),
+        q["one_to_one"],
+        if misses.is_empty() { "met".to_owned() } else { misses.join(", ") }
+    )
+}
