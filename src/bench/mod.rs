@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{Catalog, GpuModel, MigGeometry, MigProfile};
+use crate::catalog::Catalog;
 use crate::plan::latency::DEFAULT_TIME_SLICING_EFFICIENCY;
 use crate::spec::{
     Cluster, Demand, Isolation, MigStrategy, Model, Nodes, OutputOptions, Policy, Pool, Spec, Spread,
@@ -73,16 +73,9 @@ pub fn voice_pipeline() -> (Spec, Catalog) {
     (spec("voice-pipeline", pools, models), catalog)
 }
 
-/// The built-in catalog plus the fleet's GPU types where the catalog lacks them.
+/// The built-in catalog, which holds every GPU type the scenarios use.
 pub fn catalog() -> Catalog {
-    let mut catalog = Catalog::builtin();
-    if catalog.get(H100).is_none() {
-        catalog.insert(h100_sxm5_80gb());
-    }
-    if catalog.get(L4).is_none() {
-        catalog.insert(l4());
-    }
-    catalog
+    Catalog::builtin()
 }
 
 /// A generated fleet of `gpus` GPUs (a multiple of 4; half A100, 30% H100 in nodes of 8, the rest
@@ -243,58 +236,6 @@ fn gpu_equivalents(m: &Model) -> f64 {
 
 fn gib(g: f64) -> u64 {
     (g * 1024.0).round() as u64
-}
-
-/// H100 80GB SXM5 from `reference/domain.md` §1.3 (profiles of real driver output; MiB from the
-/// GFD memory labels where given, else GiB × 1024).
-pub fn h100_sxm5_80gb() -> GpuModel {
-    let p = |name: &str, id, cs, ms, mib, sms, max, starts: &[u8]| MigProfile {
-        name: name.to_owned(),
-        id,
-        compute_slices: cs,
-        memory_slices: ms,
-        memory_mib: mib,
-        sms,
-        max_count: max,
-        starts: starts.to_vec(),
-        size: ms,
-    };
-    GpuModel {
-        id: H100.to_owned(),
-        name: "NVIDIA H100 80GB HBM3".to_owned(),
-        aliases: Vec::new(),
-        product_labels: vec!["NVIDIA-H100-80GB-HBM3".to_owned()],
-        pci_ids: vec!["0x233010DE".to_owned()],
-        memory_mib: 81_559,
-        sms: 132,
-        mig: Some(MigGeometry {
-            compute_slices: 7,
-            memory_slices: 8,
-            profiles: vec![
-                p("1g.10gb", 19, 1, 1, 9_984, 16, 7, &[0, 1, 2, 3, 4, 5, 6]),
-                p("1g.10gb+me", 20, 1, 1, 9_984, 16, 1, &[0, 1, 2, 3, 4, 5, 6]),
-                p("1g.20gb", 15, 1, 2, 20_096, 26, 4, &[0, 2, 4, 6]),
-                p("2g.20gb", 14, 2, 2, 20_096, 32, 3, &[0, 2, 4]),
-                p("3g.40gb", 9, 3, 4, 40_320, 60, 2, &[0, 4]),
-                p("4g.40gb", 5, 4, 4, 40_320, 64, 1, &[0]),
-                p("7g.80gb", 0, 7, 8, 81_152, 132, 1, &[0]),
-            ],
-        }),
-    }
-}
-
-/// NVIDIA L4 (24 GB, no MIG): dedicated or time-sliced only.
-pub fn l4() -> GpuModel {
-    GpuModel {
-        id: L4.to_owned(),
-        name: "NVIDIA L4".to_owned(),
-        aliases: Vec::new(),
-        product_labels: vec!["NVIDIA-L4".to_owned()],
-        pci_ids: vec!["0x27B810DE".to_owned()],
-        memory_mib: 23_034,
-        sms: 58,
-        mig: None,
-    }
 }
 
 /// splitmix64: a tiny, well-mixed, portable generator (Steele, Lea and Flood 2014).

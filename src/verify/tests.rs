@@ -38,7 +38,7 @@ fn entry(devices: Option<Vec<u32>>, mig: &[(&str, u32)]) -> MigConfigEntry {
 
 fn placed(profiles: &[&str]) -> Vec<layout::PlacedInstance> {
     let (_, catalog) = bench::voice_pipeline();
-    let gpu = catalog.get(A100).cloned().unwrap_or_else(bench::l4);
+    let gpu = catalog.get(A100).cloned().expect("the catalog has the A100-SXM4-80GB");
     layout::validate(&gpu, profiles).unwrap_or_default()
 }
 
