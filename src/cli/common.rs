@@ -46,6 +46,11 @@ pub fn load_catalog(_dirs: &[std::path::PathBuf]) -> anyhow::Result<Catalog> {
 
 /// Reads, parses and validates a manifest. On problems, reports them and returns `Err(Rejected)`
 /// inside `Ok`; tool failures are `Err`.
+///
+/// Measured-point files that models reference (`demand.measurements`, relative to the manifest)
+/// are read here, parsed with [`crate::profiles::parse_csv`] and handed to validation inside the
+/// manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
+/// manifest is a tool failure (exit 2).
 pub fn load_spec(
     ctx: &Ctx,
     args: &ManifestArgs,
@@ -54,21 +59,61 @@ pub fn load_spec(
     let text = read_text(&args.manifest)?;
     let mut sources = Sources::new();
     let name = args.manifest.display().to_string();
-    let manifest = match crate::manifest::parse(&mut sources, &name, &text) {
+    let mut manifest = match crate::manifest::parse(&mut sources, &name, &text) {
         Ok(m) => m,
         Err(diags) => {
             report(ctx, &sources, &diags)?;
             return Ok(Err(Rejected));
         }
     };
+    let mut problems = load_measurements(&mut manifest, &args.manifest, &mut sources);
     match crate::spec::validate(&manifest, &catalog) {
-        Ok((spec, warnings)) => {
+        Ok((spec, warnings)) if !problems.has_errors() => {
             report(ctx, &sources, &warnings)?;
             Ok(Ok((sources, catalog, spec)))
         }
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
+        Ok((_, diags)) | Err(diags) => {
+            problems.extend(diags);
+            problems.sort();
+            report(ctx, &sources, &problems)?;
             Ok(Err(Rejected))
         }
     }
+}
+
+/// Reads every measurements file the manifest references into `manifest.measurements`.
+fn load_measurements(manifest: &mut crate::manifest::Manifest, path: &Path, sources: &mut Sources) -> Diagnostics {
+    use crate::diagnostics::{Diagnostic, codes};
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut diags = Diagnostics::new();
+    let references: Vec<_> =
+        manifest.models.iter().filter_map(|m| m.demand.as_ref()?.measurements.clone()).collect();
+    for reference in references {
+        if manifest.measurements.contains_key(&reference.value) {
+            continue;
+        }
+        let file = base.join(&reference.value);
+        let points = match std::fs::read_to_string(&file) {
+            Ok(text) => match crate::profiles::parse_csv(sources, &file.display().to_string(), &text) {
+                Ok(points) => points,
+                Err(d) => {
+                    diags.extend(d);
+                    Vec::new()
+                }
+            },
+            Err(err) => {
+                diags.push(
+                    Diagnostic::error(
+                        codes::MISSING_MEASUREMENTS,
+                        format!("cannot read measurements file `{}`: {err}", file.display()),
+                    )
+                    .at(reference.span.clone(), "referenced here")
+                    .with_help("the path is relative to the manifest's folder"),
+                );
+                Vec::new()
+            }
+        };
+        manifest.measurements.insert(reference.value.clone(), points);
+    }
+    diags
 }
