@@ -95,7 +95,8 @@ struct Reader {
 struct Obj<'n> {
     entries: &'n [(Key, Node)],
     span: Range<usize>,
-    what: &'static str,
+    /// How messages name the mapping: `model \`asr\``, or `a model` before its name is known.
+    what: String,
 }
 
 impl<'n> Obj<'n> {
@@ -123,9 +124,15 @@ impl Reader {
     /// Opens a mapping; reports unknown fields (with the nearest valid name).
     fn object<'n>(&mut self, node: &'n Node, what: &'static str, fields: &[&'static str]) -> Option<Obj<'n>> {
         let Value::Map(entries) = &node.value else {
-            self.wrong_type(node, &format!("a mapping ({what})"), format!("write `{what}` as a mapping of field names to values"));
+            self.wrong_type(node, &format!("a mapping ({what})"), format!("write {what} as a mapping of field names to values"));
             return None;
         };
+        // Items of a list are named by their `name` field when they have one.
+        let named = entries.iter().find(|(k, _)| k.name == "name").and_then(|(_, v)| match &v.value {
+            Value::Str(s) if fields.contains(&"name") => what.strip_prefix("a ").map(|kind| format!("{kind} `{s}`")),
+            _ => None,
+        });
+        let what = named.unwrap_or_else(|| what.to_owned());
         for (key, _) in entries {
             if fields.contains(&key.name.as_str()) {
                 continue;
@@ -188,7 +195,7 @@ impl Reader {
             Value::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e30 => {
                 Some(Sp::new(*f as i128, self.span(&node.span)))
             }
-            Value::Float(f) if f.is_infinite() => {
+            Value::Float(f) if f.is_infinite() || (f.fract() == 0.0 && f.abs() >= 1e30) => {
                 self.diags.push(
                     Diagnostic::error(codes::INVALID_VALUE, "this number is too large")
                         .at(self.span(&node.span), "out of range")
@@ -247,8 +254,10 @@ impl Reader {
         }
         let names = T::ALL.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ");
         let mut d = Diagnostic::error(codes::INVALID_VALUE, format!("unknown {} `{}`", T::WHAT, s.value))
-            .at(s.span, format!("not a {}", T::WHAT));
-        d = match nearest(&s.value, T::ALL.iter().map(|(n, _)| *n)) {
+            .at(s.span, format!("not a known {}", T::WHAT));
+        let lower = s.value.to_ascii_lowercase();
+        let prefix = T::ALL.iter().map(|(n, _)| *n).find(|n| !lower.is_empty() && (n.starts_with(&lower) || lower.starts_with(n)));
+        d = match prefix.or_else(|| nearest(&s.value, T::ALL.iter().map(|(n, _)| *n))) {
             Some(n) => d.with_help(format!("did you mean `{n}`? ({} is one of {names})", T::WHAT)),
             None => d.with_help(format!("{} is one of {names}", T::WHAT)),
         };

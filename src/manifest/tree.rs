@@ -308,7 +308,7 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
     // serde-saphyr prefixes its own position; the label carries ours.
     let first = strip_position(first);
     let lower = first.to_ascii_lowercase();
-    if lower.contains("depth") || lower.contains("budget") || lower.contains("nesting") {
+    if lower.contains("depth") || lower.contains("budget") || lower.contains("nesting") || lower.contains("recursion") {
         if lower.contains("document") {
             return Diagnostics::from_iter([Diagnostic::error(
                 codes::MULTIPLE_DOCUMENTS,
@@ -318,6 +318,10 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
             .with_help("a manifest is one document: remove the `---` separators")]);
         }
         return too_deep(file, offset);
+    }
+    if let Some(rest) = first.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest).trim();
+        return syntax(file, offset..offset, format!("duplicate key `{key}`"), "a key appears once per mapping: remove or rename one of them");
     }
     syntax(
         file,

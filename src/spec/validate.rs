@@ -79,7 +79,7 @@ impl<'c> Validator<'c> {
                 let help = if suggestion.is_empty() || suggestion == name.value {
                     "use lowercase letters, digits and `-`, at most 63 characters".to_owned()
                 } else {
-                    format!("{what}s become Kubernetes names and labels; try `{suggestion}`")
+                    format!("names like this become Kubernetes object names and labels; try `{suggestion}`")
                 };
                 self.push(
                     error(codes::INVALID_NAME, &name.span, format!("{what} `{}` is not a DNS-1123 label: {rule}", name.value), "not a DNS-1123 label", help),
@@ -100,6 +100,10 @@ impl<'c> Validator<'c> {
     fn unit<T>(&mut self, q: &Sp<String>, result: Result<T, units::UnitError>) -> Option<T> {
         match result {
             Ok(v) => Some(v),
+            Err(e) if e.out_of_range => {
+                self.push(error(codes::INVALID_VALUE, &q.span, e.message, "out of range", e.help));
+                None
+            }
             Err(e) => {
                 self.push(error(codes::BAD_UNIT, &q.span, e.message, "bad quantity", e.help));
                 None
@@ -127,7 +131,7 @@ impl<'c> Validator<'c> {
             return Some(n.value);
         }
         let bound = if min_inclusive { format!("from {min} to {max}") } else { format!("above {min} and at most {max}") };
-        self.invalid(&n.span, format!("{what} is {}, outside {bound}", n.value), "out of range", format!("give {what} {bound}"));
+        self.invalid(&n.span, format!("{what} is {}; it must be {bound}", n.value), "out of range", format!("give {what} a value {bound}"));
         None
     }
 
@@ -577,7 +581,18 @@ impl<'c> Validator<'c> {
             }
             let number = self.int_in(&p.port, "the port", 1, 65535);
             if let Some(n) = number {
-                self.unique(&mut port_numbers, &Sp::new(n.to_string(), p.port.span.clone()), "port number");
+                let key = n.to_string();
+                match port_numbers.get(&key) {
+                    Some(first) => self.push(
+                        Diagnostic::error(codes::DUPLICATE_NAME, format!("two ports of model `{name}` use the number {n}"))
+                            .at(p.port.span.clone(), "second use")
+                            .with_label(first.clone(), "first use")
+                            .with_help("give every port of a container its own number"),
+                    ),
+                    None => {
+                        port_numbers.insert(key, p.port.span.clone());
+                    }
+                }
             }
             let protocol = p.protocol.as_ref().map_or("TCP", |p| p.value.as_str());
             const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
