@@ -55,6 +55,21 @@ pub fn load_spec(
     ctx: &Ctx,
     args: &ManifestArgs,
 ) -> anyhow::Result<Result<(Sources, Catalog, Spec), Rejected>> {
+    Ok(match load_spec_quietly(ctx, args)? {
+        Ok((sources, catalog, spec, warnings)) => {
+            report(ctx, &sources, &warnings)?;
+            Ok((sources, catalog, spec))
+        }
+        Err(rejected) => Err(rejected),
+    })
+}
+
+/// [`load_spec`], but the warnings of a valid manifest are returned instead of reported (errors
+/// are still reported), for commands that print one combined result.
+pub fn load_spec_quietly(
+    ctx: &Ctx,
+    args: &ManifestArgs,
+) -> anyhow::Result<Result<(Sources, Catalog, Spec, Diagnostics), Rejected>> {
     let catalog = load_catalog(&args.catalog)?;
     let text = read_text(&args.manifest)?;
     let mut sources = Sources::new();
@@ -68,10 +83,7 @@ pub fn load_spec(
     };
     let mut problems = load_measurements(&mut manifest, &args.manifest, &mut sources);
     match crate::spec::validate(&manifest, &catalog) {
-        Ok((spec, warnings)) if !problems.has_errors() => {
-            report(ctx, &sources, &warnings)?;
-            Ok(Ok((sources, catalog, spec)))
-        }
+        Ok((spec, warnings)) if !problems.has_errors() => Ok(Ok((sources, catalog, spec, warnings))),
         Ok((_, diags)) | Err(diags) => {
             problems.extend(diags);
             problems.sort();
@@ -82,7 +94,11 @@ pub fn load_spec(
 }
 
 /// Reads every measurements file the manifest references into `manifest.measurements`.
-fn load_measurements(manifest: &mut crate::manifest::Manifest, path: &Path, sources: &mut Sources) -> Diagnostics {
+fn load_measurements(
+    manifest: &mut crate::manifest::Manifest,
+    path: &Path,
+    sources: &mut Sources,
+) -> Diagnostics {
     use crate::diagnostics::{Diagnostic, codes};
     let base = path.parent().unwrap_or_else(|| Path::new("."));
     let mut diags = Diagnostics::new();

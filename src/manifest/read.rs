@@ -22,13 +22,17 @@ pub trait Keyword: Sized + Copy + 'static {
 
 impl Keyword for Isolation {
     const WHAT: &'static str = "isolation";
-    const ALL: &'static [(&'static str, Self)] =
-        &[("hardware", Isolation::Hardware), ("shared", Isolation::Shared), ("dedicated", Isolation::Dedicated)];
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("hardware", Isolation::Hardware),
+        ("shared", Isolation::Shared),
+        ("dedicated", Isolation::Dedicated),
+    ];
 }
 
 impl Keyword for Spread {
     const WHAT: &'static str = "spread";
-    const ALL: &'static [(&'static str, Self)] = &[("none", Spread::None), ("gpu", Spread::Gpu), ("node", Spread::Node)];
+    const ALL: &'static [(&'static str, Self)] =
+        &[("none", Spread::None), ("gpu", Spread::Gpu), ("node", Spread::Node)];
 }
 
 impl Keyword for MigStrategy {
@@ -49,7 +53,8 @@ const RATE_UNITS: &str = "`rps` or `rpm`";
 pub const MANIFEST_FIELDS: &[&str] =
     &["apiVersion", "kind", "metadata", "cluster", "inventory", "defaults", "policy", "models"];
 pub const METADATA_FIELDS: &[&str] = &["name"];
-pub const CLUSTER_FIELDS: &[&str] = &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
+pub const CLUSTER_FIELDS: &[&str] =
+    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
 pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
 pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux"];
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
@@ -60,12 +65,29 @@ pub const POOL_FIELDS: &[&str] =
 pub const COUNT_FIELDS: &[&str] = &["min", "max"];
 pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
 pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
-pub const DEFAULTS_FIELDS: &[&str] = &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env"];
+pub const DEFAULTS_FIELDS: &[&str] =
+    &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env"];
 pub const POLICY_FIELDS: &[&str] =
     &["llmNeverTimeSliced", "maxTimeSlicingReplicas", "memoryHeadroom", "timeSlicingEfficiency"];
 pub const MODEL_FIELDS: &[&str] = &[
-    "name", "image", "command", "args", "env", "ports", "class", "memory", "compute", "replicas", "demand",
-    "isolation", "gpus", "latency", "spread", "gpuTypes", "pools", "priority",
+    "name",
+    "image",
+    "command",
+    "args",
+    "env",
+    "ports",
+    "class",
+    "memory",
+    "compute",
+    "replicas",
+    "demand",
+    "isolation",
+    "gpus",
+    "latency",
+    "spread",
+    "gpuTypes",
+    "pools",
+    "priority",
 ];
 pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
 pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
@@ -124,12 +146,18 @@ impl Reader {
     /// Opens a mapping; reports unknown fields (with the nearest valid name).
     fn object<'n>(&mut self, node: &'n Node, what: &'static str, fields: &[&'static str]) -> Option<Obj<'n>> {
         let Value::Map(entries) = &node.value else {
-            self.wrong_type(node, &format!("a mapping ({what})"), format!("write {what} as a mapping of field names to values"));
+            self.wrong_type(
+                node,
+                &format!("a mapping ({what})"),
+                format!("write {what} as a mapping of field names to values"),
+            );
             return None;
         };
         // Items of a list are named by their `name` field when they have one.
         let named = entries.iter().find(|(k, _)| k.name == "name").and_then(|(_, v)| match &v.value {
-            Value::Str(s) if fields.contains(&"name") => what.strip_prefix("a ").map(|kind| format!("{kind} `{s}`")),
+            Value::Str(s) if fields.contains(&"name") => {
+                what.strip_prefix("a ").map(|kind| format!("{kind} `{s}`"))
+            }
             _ => None,
         });
         let what = named.unwrap_or_else(|| what.to_owned());
@@ -137,8 +165,9 @@ impl Reader {
             if fields.contains(&key.name.as_str()) {
                 continue;
             }
-            let mut d = Diagnostic::error(codes::UNKNOWN_FIELD, format!("unknown field `{}` in {what}", key.name))
-                .at(self.span(&key.span), "unknown field");
+            let mut d =
+                Diagnostic::error(codes::UNKNOWN_FIELD, format!("unknown field `{}` in {what}", key.name))
+                    .at(self.span(&key.span), "unknown field");
             d = match nearest(&key.name, fields.iter().copied()) {
                 Some(n) => d.with_help(format!("did you mean `{n}`?")),
                 None => d.with_help(format!(
@@ -152,7 +181,12 @@ impl Reader {
     }
 
     /// A required field: reports it missing at the mapping that lacks it.
-    fn req<'n, T>(&mut self, obj: &Obj<'n>, name: &str, read: impl FnOnce(&mut Self, &'n Node) -> Option<T>) -> Option<T> {
+    fn req<'n, T>(
+        &mut self,
+        obj: &Obj<'n>,
+        name: &str,
+        read: impl FnOnce(&mut Self, &'n Node) -> Option<T>,
+    ) -> Option<T> {
         match obj.get(name) {
             Some(node) => read(self, node),
             None => {
@@ -168,7 +202,12 @@ impl Reader {
     }
 
     /// An optional field; an explicit null counts as absent.
-    fn opt<'n, T>(&mut self, obj: &Obj<'n>, name: &str, read: impl FnOnce(&mut Self, &'n Node) -> Option<T>) -> Option<T> {
+    fn opt<'n, T>(
+        &mut self,
+        obj: &Obj<'n>,
+        name: &str,
+        read: impl FnOnce(&mut Self, &'n Node) -> Option<T>,
+    ) -> Option<T> {
         match obj.get(name) {
             Some(Node { value: Value::Null, .. }) | None => None,
             Some(node) => read(self, node),
@@ -241,7 +280,11 @@ impl Reader {
         match &node.value {
             Value::Bool(b) => Some(Sp::new(*b, self.span(&node.span))),
             _ => {
-                self.wrong_type(node, "`true` or `false`", "write `true` or `false` (YAML 1.1 words like `yes` are strings)");
+                self.wrong_type(
+                    node,
+                    "`true` or `false`",
+                    "write `true` or `false` (YAML 1.1 words like `yes` are strings)",
+                );
                 None
             }
         }
@@ -256,7 +299,10 @@ impl Reader {
         let mut d = Diagnostic::error(codes::INVALID_VALUE, format!("unknown {} `{}`", T::WHAT, s.value))
             .at(s.span, format!("not a known {}", T::WHAT));
         let lower = s.value.to_ascii_lowercase();
-        let prefix = T::ALL.iter().map(|(n, _)| *n).find(|n| !lower.is_empty() && (n.starts_with(&lower) || lower.starts_with(n)));
+        let prefix = T::ALL
+            .iter()
+            .map(|(n, _)| *n)
+            .find(|n| !lower.is_empty() && (n.starts_with(&lower) || lower.starts_with(n)));
         d = match prefix.or_else(|| nearest(&s.value, T::ALL.iter().map(|(n, _)| *n))) {
             Some(n) => d.with_help(format!("did you mean `{n}`? ({} is one of {names})", T::WHAT)),
             None => d.with_help(format!("{} is one of {names}", T::WHAT)),
@@ -265,13 +311,21 @@ impl Reader {
         None
     }
 
-    fn list<'n, T>(&mut self, node: &'n Node, what: &str, mut item: impl FnMut(&mut Self, &'n Node) -> Option<T>) -> Option<Vec<T>> {
+    fn list<'n, T>(
+        &mut self,
+        node: &'n Node,
+        what: &str,
+        mut item: impl FnMut(&mut Self, &'n Node) -> Option<T>,
+    ) -> Option<Vec<T>> {
         let Value::Seq(items) = &node.value else {
             let help = if matches!(node.value, Value::Str(_)) {
-                format!("write a list of {what}, even for one: `[{}]`", match &node.value {
-                    Value::Str(s) => s.as_str(),
-                    _ => "",
-                })
+                format!(
+                    "write a list of {what}, even for one: `[{}]`",
+                    match &node.value {
+                        Value::Str(s) => s.as_str(),
+                        _ => "",
+                    }
+                )
             } else {
                 format!("write a list of {what}")
             };
@@ -295,7 +349,11 @@ impl Reader {
 
     fn string_map(&mut self, node: &Node, what: &str) -> Option<SpMap<Sp<String>>> {
         let Value::Map(entries) = &node.value else {
-            self.wrong_type(node, &format!("a mapping ({what})"), format!("write {what} as `NAME: value` pairs"));
+            self.wrong_type(
+                node,
+                &format!("a mapping ({what})"),
+                format!("write {what} as `NAME: value` pairs"),
+            );
             return None;
         };
         let mut out = Vec::with_capacity(entries.len());
@@ -305,7 +363,11 @@ impl Reader {
             let value = match &v.value {
                 Value::Str(s) => Some(Sp::new(s.clone(), self.span(&v.span))),
                 Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
-                    self.wrong_type(v, "a string", "put the value in quotes: Kubernetes takes only strings here");
+                    self.wrong_type(
+                        v,
+                        "a string",
+                        "put the value in quotes: Kubernetes takes only strings here",
+                    );
                     None
                 }
                 _ => {
@@ -368,7 +430,8 @@ impl Reader {
                 let o = r.object(n, "`cluster.timeSlicing`", TIME_SLICING_FIELDS)?;
                 Some(TimeSlicing {
                     rename_by_default: r.opt(&o, "renameByDefault", |r, n| r.boolean(n)),
-                    fail_requests_greater_than_one: r.opt(&o, "failRequestsGreaterThanOne", |r, n| r.boolean(n)),
+                    fail_requests_greater_than_one: r
+                        .opt(&o, "failRequestsGreaterThanOne", |r, n| r.boolean(n)),
                     span: r.doc_span(n),
                 })
             }),
@@ -459,7 +522,11 @@ impl Reader {
                 Some(NodeCount::Range(CountRange { min, max: max?, span: self.doc_span(node) }))
             }
             _ => {
-                self.wrong_type(node, "a node count or `{min, max}`", "write `count: 3` or `count: {min: 1, max: 4}`");
+                self.wrong_type(
+                    node,
+                    "a node count or `{min, max}`",
+                    "write `count: 3` or `count: {min: 1, max: 4}`",
+                );
                 None
             }
         }
@@ -572,7 +639,14 @@ impl Reader {
             })
         });
         let measurements = self.opt(&o, "measurements", |r, n| r.string(n));
-        Some(Demand { rate: rate?, admission_factor, min_replicas, points, measurements, span: self.doc_span(node) })
+        Some(Demand {
+            rate: rate?,
+            admission_factor,
+            min_replicas,
+            points,
+            measurements,
+            span: self.doc_span(node),
+        })
     }
 
     /// A quantity with a unit; a bare number gets its own hint (the unit is checked later).
@@ -587,7 +661,10 @@ impl Reader {
                 self.diags.push(
                     Diagnostic::error(codes::BAD_UNIT, format!("{what} `{n}` has no unit"))
                         .at(self.span(&node.span), "a bare number")
-                        .with_help(format!("write the unit after the number ({units}), for example `{n}{}`", units.split('`').nth(1).unwrap_or(""))),
+                        .with_help(format!(
+                            "write the unit after the number ({units}), for example `{n}{}`",
+                            units.split('`').nth(1).unwrap_or("")
+                        )),
                 );
                 None
             }
@@ -603,8 +680,7 @@ mod tests {
     /// The reader and the JSON Schema (derived from the raw types) agree on every field name.
     #[test]
     fn field_lists_match_the_schema() {
-        let schema: serde_json::Value =
-            serde_json::from_str(&schema_json()).expect("the schema is JSON");
+        let schema: serde_json::Value = serde_json::from_str(&schema_json()).expect("the schema is JSON");
         let props = |v: &serde_json::Value| -> Vec<String> {
             let mut keys: Vec<String> =
                 v["properties"].as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();

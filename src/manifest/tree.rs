@@ -123,7 +123,9 @@ fn too_deep(file: FileId, offset: usize) -> Diagnostics {
 }
 
 fn syntax(file: FileId, range: Range<usize>, message: impl Into<String>, help: &str) -> Diagnostics {
-    Diagnostics::from_iter([Diagnostic::error(codes::SYNTAX, message).at(Span::new(file, range), "here").with_help(help)])
+    Diagnostics::from_iter([Diagnostic::error(codes::SYNTAX, message)
+        .at(Span::new(file, range), "here")
+        .with_help(help)])
 }
 
 // --- YAML -------------------------------------------------------------------------------------
@@ -224,9 +226,8 @@ fn yaml_range(text: &str, loc: &serde_saphyr::Location) -> Range<usize> {
         Some(len) => start.saturating_add(len).min(text.len()),
         None => {
             let chars = usize::try_from(span.len()).unwrap_or(0);
-            text.get(start..).map_or(start, |rest| {
-                start + rest.char_indices().nth(chars).map_or(rest.len(), |(i, _)| i)
-            })
+            text.get(start..)
+                .map_or(start, |rest| start + rest.char_indices().nth(chars).map_or(rest.len(), |(i, _)| i))
         }
     };
     if text.is_char_boundary(start) && text.is_char_boundary(end) { start..end } else { start..start }
@@ -249,7 +250,12 @@ fn yaml(file: FileId, source: &SourceFile) -> Result<Node, Diagnostics> {
     };
     let mut docs = docs.into_iter();
     let Some(first) = docs.next() else {
-        return Err(syntax(file, 0..0, "the manifest is empty", "start from `examples/voice-pipeline/gpuplan.yaml`"));
+        return Err(syntax(
+            file,
+            0..0,
+            "the manifest is empty",
+            "start from `examples/voice-pipeline/gpuplan.yaml`",
+        ));
     };
     if let Some(second) = docs.next() {
         let range = yaml_range(text, &second.0.referenced);
@@ -260,12 +266,14 @@ fn yaml(file: FileId, source: &SourceFile) -> Result<Node, Diagnostics> {
             "the manifest holds more than one YAML document",
         )
         .at(Span::new(file, marker), "a second document starts here")
-        .with_help("a manifest is one document: remove the `---` separator, or put each plan in its own file")]));
+        .with_help(
+            "a manifest is one document: remove the `---` separator, or put each plan in its own file",
+        )]));
     }
-    Ok(convert_yaml(text, first, 0))
+    Ok(convert_yaml(text, first))
 }
 
-fn convert_yaml(text: &str, node: YamlNode, depth: usize) -> Node {
+fn convert_yaml(text: &str, node: YamlNode) -> Node {
     let span = yaml_range(text, &node.0.referenced);
     let value = match node.0.value {
         YamlValue::Null => Value::Null,
@@ -273,12 +281,12 @@ fn convert_yaml(text: &str, node: YamlNode, depth: usize) -> Node {
         YamlValue::Int(i) => Value::Int(i),
         YamlValue::Float(f) => Value::Float(f),
         YamlValue::Str(s) => Value::Str(s),
-        YamlValue::Seq(items) => Value::Seq(items.into_iter().map(|n| convert_yaml(text, n, depth + 1)).collect()),
+        YamlValue::Seq(items) => Value::Seq(items.into_iter().map(|n| convert_yaml(text, n)).collect()),
         YamlValue::Map(entries) => Value::Map(
             entries
                 .into_iter()
                 .map(|(k, v)| {
-                    let key = convert_yaml(text, k, depth + 1);
+                    let key = convert_yaml(text, k);
                     let name = match key.value {
                         Value::Str(s) => s,
                         Value::Int(i) => i.to_string(),
@@ -288,7 +296,7 @@ fn convert_yaml(text: &str, node: YamlNode, depth: usize) -> Node {
                         // A collection as a key is legal YAML but never a manifest field.
                         _ => "<complex key>".to_owned(),
                     };
-                    (Key { name, span: key.span }, convert_yaml(text, v, depth + 1))
+                    (Key { name, span: key.span }, convert_yaml(text, v))
                 })
                 .collect(),
         ),
@@ -308,7 +316,11 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
     // serde-saphyr prefixes its own position; the label carries ours.
     let first = strip_position(first);
     let lower = first.to_ascii_lowercase();
-    if lower.contains("depth") || lower.contains("budget") || lower.contains("nesting") || lower.contains("recursion") {
+    if lower.contains("depth")
+        || lower.contains("budget")
+        || lower.contains("nesting")
+        || lower.contains("recursion")
+    {
         if lower.contains("document") {
             return Diagnostics::from_iter([Diagnostic::error(
                 codes::MULTIPLE_DOCUMENTS,
@@ -321,7 +333,12 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
     }
     if let Some(rest) = first.strip_prefix("duplicate mapping key: ") {
         let key = rest.split(',').next().unwrap_or(rest).trim();
-        return syntax(file, offset..offset, format!("duplicate key `{key}`"), "a key appears once per mapping: remove or rename one of them");
+        return syntax(
+            file,
+            offset..offset,
+            format!("duplicate key `{key}`"),
+            "a key appears once per mapping: remove or rename one of them",
+        );
     }
     syntax(
         file,
@@ -334,10 +351,10 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
 fn strip_position(message: &str) -> &str {
     // Messages look like `error: line 3 column 5: mapping values are not allowed`.
     let mut rest = message.trim_start_matches("error:").trim();
-    if rest.starts_with("line ") {
-        if let Some(i) = rest.find(": ") {
-            rest = &rest[i + 2..];
-        }
+    if rest.starts_with("line ")
+        && let Some(i) = rest.find(": ")
+    {
+        rest = &rest[i + 2..];
     }
     rest.trim_end_matches('.')
 }

@@ -41,7 +41,13 @@ pub fn dns_subdomain(name: &str) -> Result<(), String> {
         return Err(format!("it is {} characters long, more than 253", name.len()));
     }
     for part in name.split('.') {
-        dns_label(part).map_err(|e| if part.is_empty() { "it has an empty part between dots".to_owned() } else { format!("in `{part}`, {e}") })?;
+        dns_label(part).map_err(|e| {
+            if part.is_empty() {
+                "it has an empty part between dots".to_owned()
+            } else {
+                format!("in `{part}`, {e}")
+            }
+        })?;
     }
     Ok(())
 }
@@ -54,9 +60,13 @@ fn label_name(name: &str) -> Result<(), String> {
         return Err(format!("the name part is {} characters long, more than 63", name.len()));
     }
     if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
-        return Err(format!("it has the character `{c}` (only letters, digits, `-`, `_` and `.` are allowed)"));
+        return Err(format!(
+            "it has the character `{c}` (only letters, digits, `-`, `_` and `.` are allowed)"
+        ));
     }
-    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) || !name.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || !name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    {
         return Err("it must start and end with a letter or digit".into());
     }
     Ok(())
@@ -66,7 +76,8 @@ fn label_name(name: &str) -> Result<(), String> {
 pub fn label_key(key: &str) -> Result<(), String> {
     match key.split_once('/') {
         Some((prefix, name)) => {
-            dns_subdomain(prefix).map_err(|e| format!("its prefix `{prefix}` is not a DNS subdomain: {e}"))?;
+            dns_subdomain(prefix)
+                .map_err(|e| format!("its prefix `{prefix}` is not a DNS subdomain: {e}"))?;
             label_name(name)
         }
         None => label_name(key),
@@ -104,7 +115,9 @@ pub fn env_name(name: &str) -> Result<(), String> {
         return Err("it starts with a digit".into());
     }
     if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))) {
-        return Err(format!("it has the character `{c}` (only letters, digits, `_`, `-` and `.` are allowed)"));
+        return Err(format!(
+            "it has the character `{c}` (only letters, digits, `_`, `-` and `.` are allowed)"
+        ));
     }
     Ok(())
 }

@@ -49,10 +49,16 @@ pub fn memory_mib(text: &str) -> Result<u64, UnitError> {
     let bytes = quantity(text, "memory size", MEMORY_UNITS, "`10GiB`, `9600MiB` or `12GB`")?;
     let mib = (bytes / 1_048_576.0).ceil();
     if mib <= 0.0 {
-        return Err(UnitError::range(format!("memory `{text}` is zero"), "give the device memory one replica needs, such as `10GiB`"));
+        return Err(UnitError::range(
+            format!("memory `{text}` is zero"),
+            "give the device memory one replica needs, such as `10GiB`",
+        ));
     }
     if mib > MAX_MEMORY_MIB {
-        return Err(UnitError::range(format!("memory `{text}` is larger than any GPU (more than 1 PiB)"), "check the unit: `GiB`, not `TiB`"));
+        return Err(UnitError::range(
+            format!("memory `{text}` is larger than any GPU (more than 1 PiB)"),
+            "check the unit: `GiB`, not `TiB`",
+        ));
     }
     Ok(mib as u64)
 }
@@ -61,10 +67,16 @@ pub fn memory_mib(text: &str) -> Result<u64, UnitError> {
 pub fn duration_ms(text: &str) -> Result<f64, UnitError> {
     let ms = quantity(text, "duration", DURATION_UNITS, "`300ms` or `1.5s`")?;
     if ms <= 0.0 {
-        return Err(UnitError::range(format!("duration `{text}` is zero"), "give a positive duration, such as `300ms`"));
+        return Err(UnitError::range(
+            format!("duration `{text}` is zero"),
+            "give a positive duration, such as `300ms`",
+        ));
     }
     if ms > MAX_DURATION_MS {
-        return Err(UnitError::range(format!("duration `{text}` is longer than a day"), "check the unit: `ms`, not `m`"));
+        return Err(UnitError::range(
+            format!("duration `{text}` is longer than a day"),
+            "check the unit: `ms`, not `m`",
+        ));
     }
     Ok(ms)
 }
@@ -73,10 +85,16 @@ pub fn duration_ms(text: &str) -> Result<f64, UnitError> {
 pub fn rate_rps(text: &str) -> Result<f64, UnitError> {
     let rps = quantity(text, "request rate", RATE_UNITS, "`40rps` or `600rpm`")?;
     if rps <= 0.0 {
-        return Err(UnitError::range(format!("rate `{text}` is zero"), "give a positive rate, such as `40rps`"));
+        return Err(UnitError::range(
+            format!("rate `{text}` is zero"),
+            "give a positive rate, such as `40rps`",
+        ));
     }
     if rps > MAX_RATE_RPS {
-        return Err(UnitError::range(format!("rate `{text}` is above a billion requests per second"), "check the number and the unit"));
+        return Err(UnitError::range(
+            format!("rate `{text}` is above a billion requests per second"),
+            "check the number and the unit",
+        ));
     }
     Ok(rps)
 }
@@ -87,7 +105,10 @@ fn quantity(text: &str, what: &str, units: &[(&str, f64)], examples: &str) -> Re
     let (number, unit) = text.split_at(split);
     let unit_names = units.iter().map(|(u, _)| format!("`{u}`")).collect::<Vec<_>>().join(", ");
     if number.is_empty() {
-        return Err(UnitError::syntax(format!("`{text}` is not a {what}"), format!("write a number followed by a unit, such as {examples}")));
+        return Err(UnitError::syntax(
+            format!("`{text}` is not a {what}"),
+            format!("write a number followed by a unit, such as {examples}"),
+        ));
     }
     let well_formed = {
         let mut parts = number.split('.');
@@ -96,24 +117,39 @@ fn quantity(text: &str, what: &str, units: &[(&str, f64)], examples: &str) -> Re
         !whole.is_empty() && parts.next().is_none() && fraction.is_none_or(|f| !f.is_empty())
     };
     if !well_formed || number.len() > 32 {
-        return Err(UnitError::syntax(format!("`{number}` in `{text}` is not a plain decimal number"), format!("write digits with an optional fraction, such as {examples}")));
+        return Err(UnitError::syntax(
+            format!("`{number}` in `{text}` is not a plain decimal number"),
+            format!("write digits with an optional fraction, such as {examples}"),
+        ));
     }
     if unit.is_empty() {
-        return Err(UnitError::syntax(format!("{what} `{text}` has no unit"), format!("add a unit ({unit_names}), such as {examples}")));
+        return Err(UnitError::syntax(
+            format!("{what} `{text}` has no unit"),
+            format!("add a unit ({unit_names}), such as {examples}"),
+        ));
     }
     let Some((_, factor)) = units.iter().find(|(u, _)| *u == unit) else {
         let hint = unit_hint(unit, units);
-        return Err(UnitError::syntax(format!("unknown {what} unit `{unit}` in `{text}`"), match hint {
+        return Err(UnitError::syntax(
+            format!("unknown {what} unit `{unit}` in `{text}`"),
+            match hint {
                 Some(h) => format!("did you mean `{number}{h}`? units are {unit_names}"),
                 None => format!("units are {unit_names} (no space between number and unit)"),
-            }));
+            },
+        ));
     };
     let value: f64 = number.parse().map_err(|_| {
-        UnitError::syntax(format!("`{number}` in `{text}` is not a number"), format!("write a number such as {examples}"))
+        UnitError::syntax(
+            format!("`{number}` in `{text}` is not a number"),
+            format!("write a number such as {examples}"),
+        )
     })?;
     let scaled = value * factor;
     if !scaled.is_finite() {
-        return Err(UnitError::range(format!("{what} `{text}` is too large"), format!("write a realistic value, such as {examples}")));
+        return Err(UnitError::range(
+            format!("{what} `{text}` is too large"),
+            format!("write a realistic value, such as {examples}"),
+        ));
     }
     Ok(scaled)
 }

@@ -54,7 +54,13 @@ struct Validator<'c> {
     diags: Diagnostics,
 }
 
-fn error(code: crate::diagnostics::Code, span: &Span, message: impl Into<String>, label: &str, help: impl Into<String>) -> Diagnostic {
+fn error(
+    code: crate::diagnostics::Code,
+    span: &Span,
+    message: impl Into<String>,
+    label: &str,
+    help: impl Into<String>,
+) -> Diagnostic {
     Diagnostic::error(code, message).at(span.clone(), label).with_help(help)
 }
 
@@ -81,9 +87,13 @@ impl<'c> Validator<'c> {
                 } else {
                     format!("names like this become Kubernetes object names and labels; try `{suggestion}`")
                 };
-                self.push(
-                    error(codes::INVALID_NAME, &name.span, format!("{what} `{}` is not a DNS-1123 label: {rule}", name.value), "not a DNS-1123 label", help),
-                );
+                self.push(error(
+                    codes::INVALID_NAME,
+                    &name.span,
+                    format!("{what} `{}` is not a DNS-1123 label: {rule}", name.value),
+                    "not a DNS-1123 label",
+                    help,
+                ));
                 false
             }
         }
@@ -117,9 +127,15 @@ impl<'c> Validator<'c> {
             return Some(n.value);
         }
         let (message, help) = if n.value < min {
-            (format!("{what} is {}, below the minimum of {min}", n.value), format!("give {what} at least {min}"))
+            (
+                format!("{what} is {}, below the minimum of {min}", n.value),
+                format!("give {what} at least {min}"),
+            )
         } else {
-            (format!("{what} is {}, above the maximum of {max}", n.value), format!("give {what} at most {max}"))
+            (
+                format!("{what} is {}, above the maximum of {max}", n.value),
+                format!("give {what} at most {max}"),
+            )
         };
         self.invalid(&n.span, message, "out of range", help);
         None
@@ -130,8 +146,17 @@ impl<'c> Validator<'c> {
         if ok {
             return Some(n.value);
         }
-        let bound = if min_inclusive { format!("from {min} to {max}") } else { format!("above {min} and at most {max}") };
-        self.invalid(&n.span, format!("{what} is {}; it must be {bound}", n.value), "out of range", format!("give {what} a value {bound}"));
+        let bound = if min_inclusive {
+            format!("from {min} to {max}")
+        } else {
+            format!("above {min} and at most {max}")
+        };
+        self.invalid(
+            &n.span,
+            format!("{what} is {}; it must be {bound}", n.value),
+            "out of range",
+            format!("give {what} a value {bound}"),
+        );
         None
     }
 
@@ -140,9 +165,17 @@ impl<'c> Validator<'c> {
         catalog.get(&id.value).or_else(|| {
             let help = match nearest(&id.value, self.catalog.ids()) {
                 Some(n) => format!("did you mean `{n}`? `gpuplan catalog list` shows every id"),
-                None => "`gpuplan catalog list` shows every id; add new hardware with `--catalog DIR`".to_owned(),
+                None => {
+                    "`gpuplan catalog list` shows every id; add new hardware with `--catalog DIR`".to_owned()
+                }
             };
-            self.push(error(codes::UNKNOWN_GPU, &id.span, format!("unknown GPU `{}`", id.value), "not in the catalog", help));
+            self.push(error(
+                codes::UNKNOWN_GPU,
+                &id.span,
+                format!("unknown GPU `{}`", id.value),
+                "not in the catalog",
+                help,
+            ));
             None
         })
     }
@@ -224,7 +257,10 @@ impl<'c> Validator<'c> {
             ArgoCd {
                 repo_url: a.repo_url.value.clone(),
                 path: a.path.value.clone(),
-                target_revision: a.target_revision.as_ref().map_or_else(|| "HEAD".to_owned(), |r| r.value.clone()),
+                target_revision: a
+                    .target_revision
+                    .as_ref()
+                    .map_or_else(|| "HEAD".to_owned(), |r| r.value.clone()),
                 namespace: self.namespace(a.namespace.as_ref(), "argocd"),
             }
         });
@@ -243,7 +279,10 @@ impl<'c> Validator<'c> {
             mig_strategy: c.mig_strategy.as_ref().map_or(MigStrategy::Mixed, |s| s.value),
             time_slicing: TimeSlicingOptions {
                 rename_by_default: ts.rename_by_default.as_ref().is_none_or(|b| b.value),
-                fail_requests_greater_than_one: ts.fail_requests_greater_than_one.as_ref().is_none_or(|b| b.value),
+                fail_requests_greater_than_one: ts
+                    .fail_requests_greater_than_one
+                    .as_ref()
+                    .is_none_or(|b| b.value),
             },
             output: OutputOptions {
                 cluster_policy_patch: out.cluster_policy_patch.as_ref().is_none_or(|b| b.value),
@@ -268,7 +307,12 @@ impl<'c> Validator<'c> {
         if m.inventory.pools.is_empty() {
             let span = m.inventory.span.clone().or_else(|| m.span.clone());
             if let Some(span) = span {
-                self.invalid(&span, "the inventory has no pools", "no pools", "add a pool of GPU nodes under `inventory.pools`");
+                self.invalid(
+                    &span,
+                    "the inventory has no pools",
+                    "no pools",
+                    "add a pool of GPU nodes under `inventory.pools`",
+                );
             }
         }
         let mut seen: BTreeMap<String, Span> = BTreeMap::new();
@@ -288,10 +332,11 @@ impl<'c> Validator<'c> {
 
     fn unique(&mut self, seen: &mut BTreeMap<String, Span>, name: &Sp<String>, what: &str) {
         if let Some(first) = seen.get(&name.value) {
-            let d = Diagnostic::error(codes::DUPLICATE_NAME, format!("two {what}s are named `{}`", name.value))
-                .at(name.span.clone(), "second use")
-                .with_label(first.clone(), "first use")
-                .with_help(format!("give every {what} its own name"));
+            let d =
+                Diagnostic::error(codes::DUPLICATE_NAME, format!("two {what}s are named `{}`", name.value))
+                    .at(name.span.clone(), "second use")
+                    .with_label(first.clone(), "first use")
+                    .with_help(format!("give every {what} its own name"));
             self.push(d);
         } else {
             seen.insert(name.value.clone(), name.span.clone());
@@ -307,9 +352,14 @@ impl<'c> Validator<'c> {
                     raw::NodeCount::Fixed(n) => n.span.clone(),
                     raw::NodeCount::Range(r) => r.span.clone().unwrap_or_else(|| r.max.span.clone()),
                 };
-                let mut d = Diagnostic::error(codes::CONFLICTING_FIELDS, format!("pool `{}` has both `nodes` and `count`", p.name.value))
-                    .at(count_span, "`count` here")
-                    .with_help("name the nodes of an existing pool, or give the count of an autoscaled one, not both");
+                let mut d = Diagnostic::error(
+                    codes::CONFLICTING_FIELDS,
+                    format!("pool `{}` has both `nodes` and `count`", p.name.value),
+                )
+                .at(count_span, "`count` here")
+                .with_help(
+                    "name the nodes of an existing pool, or give the count of an autoscaled one, not both",
+                );
                 if let Some(first) = p.nodes.as_ref().and_then(|n| n.first()) {
                     d = d.with_label(first.span.clone(), "`nodes` here");
                 }
@@ -329,7 +379,12 @@ impl<'c> Validator<'c> {
             }
             (Some(names), None) => {
                 if names.is_empty() {
-                    self.invalid(&p.name.span, format!("pool `{}` has an empty `nodes` list", p.name.value), "no nodes", "name at least one node");
+                    self.invalid(
+                        &p.name.span,
+                        format!("pool `{}` has an empty `nodes` list", p.name.value),
+                        "no nodes",
+                        "name at least one node",
+                    );
                 }
                 for n in names {
                     match names::dns_subdomain(&n.value) {
@@ -345,9 +400,9 @@ impl<'c> Validator<'c> {
                 }
                 Some(Nodes::Named(names.iter().map(|n| n.value.clone()).collect()))
             }
-            (None, Some(raw::NodeCount::Fixed(n))) => {
-                self.int_in(n, "`count`", 1, MAX_POOL_NODES).map(|n| Nodes::Autoscaled { min: n as u32, max: n as u32 })
-            }
+            (None, Some(raw::NodeCount::Fixed(n))) => self
+                .int_in(n, "`count`", 1, MAX_POOL_NODES)
+                .map(|n| Nodes::Autoscaled { min: n as u32, max: n as u32 }),
             (None, Some(raw::NodeCount::Range(r))) => {
                 let max = self.int_in(&r.max, "`count.max`", 1, MAX_POOL_NODES);
                 let min = match &r.min {
@@ -357,7 +412,12 @@ impl<'c> Validator<'c> {
                 match (min, max) {
                     (Some(min), Some(max)) if min > max => {
                         let span = r.min.as_ref().map_or_else(|| r.max.span.clone(), |m| m.span.clone());
-                        self.invalid(&span, format!("`count.min` ({min}) is above `count.max` ({max})"), "above max", "make `min` at most `max`");
+                        self.invalid(
+                            &span,
+                            format!("`count.min` ({min}) is above `count.max` ({max})"),
+                            "above max",
+                            "make `min` at most `max`",
+                        );
                         None
                     }
                     (Some(min), Some(max)) => Some(Nodes::Autoscaled { min: min as u32, max: max as u32 }),
@@ -368,22 +428,46 @@ impl<'c> Validator<'c> {
         let mut node_selector = BTreeMap::new();
         for (k, v) in p.node_selector.iter().flat_map(|m| m.0.iter()) {
             if let Err(rule) = names::label_key(&k.value) {
-                self.push(error(codes::INVALID_NAME, &k.span, format!("`{}` is not a label key: {rule}", k.value), "not a label key", "use a key such as `nvidia.com/gpu.product`"));
+                self.push(error(
+                    codes::INVALID_NAME,
+                    &k.span,
+                    format!("`{}` is not a label key: {rule}", k.value),
+                    "not a label key",
+                    "use a key such as `nvidia.com/gpu.product`",
+                ));
             }
             if let Err(rule) = names::label_value(&v.value) {
-                self.push(error(codes::INVALID_NAME, &v.span, format!("`{}` is not a label value: {rule}", v.value), "not a label value", "label values have at most 63 letters, digits, `-`, `_` and `.`"));
+                self.push(error(
+                    codes::INVALID_NAME,
+                    &v.span,
+                    format!("`{}` is not a label value: {rule}", v.value),
+                    "not a label value",
+                    "label values have at most 63 letters, digits, `-`, `_` and `.`",
+                ));
             }
             node_selector.insert(k.value.clone(), v.value.clone());
         }
         let mut taints = Vec::new();
         for t in p.taints.iter().flatten() {
             if let Err(rule) = names::label_key(&t.key.value) {
-                self.push(error(codes::INVALID_NAME, &t.key.span, format!("`{}` is not a taint key: {rule}", t.key.value), "not a taint key", "taint keys follow the label key syntax"));
+                self.push(error(
+                    codes::INVALID_NAME,
+                    &t.key.span,
+                    format!("`{}` is not a taint key: {rule}", t.key.value),
+                    "not a taint key",
+                    "taint keys follow the label key syntax",
+                ));
             }
-            if let Some(v) = &t.value {
-                if let Err(rule) = names::label_value(&v.value) {
-                    self.push(error(codes::INVALID_NAME, &v.span, format!("`{}` is not a taint value: {rule}", v.value), "not a taint value", "taint values follow the label value syntax"));
-                }
+            if let Some(v) = &t.value
+                && let Err(rule) = names::label_value(&v.value)
+            {
+                self.push(error(
+                    codes::INVALID_NAME,
+                    &v.span,
+                    format!("`{}` is not a taint value: {rule}", v.value),
+                    "not a taint value",
+                    "taint values follow the label value syntax",
+                ));
             }
             const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
             if !EFFECTS.contains(&t.effect.value.as_str()) {
@@ -391,13 +475,27 @@ impl<'c> Validator<'c> {
                     Some(n) => format!("did you mean `{n}`?"),
                     None => format!("the effect is one of {}", ticks(EFFECTS)),
                 };
-                self.invalid(&t.effect.span, format!("unknown taint effect `{}`", t.effect.value), "not a taint effect", help);
+                self.invalid(
+                    &t.effect.span,
+                    format!("unknown taint effect `{}`", t.effect.value),
+                    "not a taint effect",
+                    help,
+                );
             }
-            taints.push(Taint { key: t.key.value.clone(), value: t.value.as_ref().map(|v| v.value.clone()), effect: t.effect.value.clone() });
+            taints.push(Taint {
+                key: t.key.value.clone(),
+                value: t.value.as_ref().map(|v| v.value.clone()),
+                effect: t.effect.value.clone(),
+            });
         }
         let cost = p.cost_per_gpu_hour.as_ref().and_then(|c| {
             if c.value < 0.0 {
-                self.invalid(&c.span, format!("`costPerGpuHour` is {}, below zero", c.value), "negative", "give the price of one GPU for one hour, such as `2.4`");
+                self.invalid(
+                    &c.span,
+                    format!("`costPerGpuHour` is {}, below zero", c.value),
+                    "negative",
+                    "give the price of one GPU for one hour, such as `2.4`",
+                );
                 None
             } else {
                 Some(c.value)
@@ -412,7 +510,13 @@ impl<'c> Validator<'c> {
                         Some(n) => format!("did you mean `{n}`?"),
                         None => format!("the nodes of pool `{}` are listed in its `nodes`", p.name.value),
                     };
-                    self.push(error(codes::UNKNOWN_NODE, &c.node.span, format!("pool `{}` has no node `{}`", p.name.value, c.node.value), "not in `nodes`", help));
+                    self.push(error(
+                        codes::UNKNOWN_NODE,
+                        &c.node.span,
+                        format!("pool `{}` has no node `{}`", p.name.value, c.node.value),
+                        "not in `nodes`",
+                        help,
+                    ));
                 }
                 Some(Nodes::Autoscaled { .. }) => self.push(error(
                     codes::UNKNOWN_NODE,
@@ -426,13 +530,25 @@ impl<'c> Validator<'c> {
             if let (Some(gpn), Some(gpu)) = (gpus_per_node, gpu) {
                 if c.gpus.len() as i128 > gpn {
                     let span = c.span.clone().unwrap_or_else(|| c.node.span.clone());
-                    self.invalid(&span, format!("node `{}` lists {} GPUs but the pool has {gpn} per node", c.node.value, c.gpus.len()), "too many GPUs", "give one list of MIG profiles per GPU of the node");
+                    self.invalid(
+                        &span,
+                        format!(
+                            "node `{}` lists {} GPUs but the pool has {gpn} per node",
+                            c.node.value,
+                            c.gpus.len()
+                        ),
+                        "too many GPUs",
+                        "give one list of MIG profiles per GPU of the node",
+                    );
                 }
                 for (i, profiles) in c.gpus.iter().enumerate() {
                     self.current_gpu(gpu, &c.node.value, i, profiles);
                 }
             }
-            current.push(CurrentNode { node: c.node.value.clone(), gpus: c.gpus.iter().map(|g| g.iter().map(|p| p.value.clone()).collect()).collect() });
+            current.push(CurrentNode {
+                node: c.node.value.clone(),
+                gpus: c.gpus.iter().map(|g| g.iter().map(|p| p.value.clone()).collect()).collect(),
+            });
         }
         Some(CheckedPool {
             pool: Pool {
@@ -463,31 +579,51 @@ impl<'c> Validator<'c> {
         }
         let names: Vec<&str> = profiles.iter().map(|p| p.value.as_str()).collect();
         if let Err(e) = crate::catalog::layout::validate(gpu, &names) {
-            let span = Span::new(profiles[0].span.file, profiles[0].span.range.start..profiles[profiles.len() - 1].span.range.end);
-            self.invalid(&span, format!("the current layout of GPU {index} on node `{node}` is impossible: {e}"), "not a valid MIG layout", format!("write the layout `nvidia-smi mig -lgi` shows on `{node}`"));
+            let span = Span::new(
+                profiles[0].span.file,
+                profiles[0].span.range.start..profiles[profiles.len() - 1].span.range.end,
+            );
+            self.invalid(
+                &span,
+                format!("the current layout of GPU {index} on node `{node}` is impossible: {e}"),
+                "not a valid MIG layout",
+                format!("write the layout `nvidia-smi mig -lgi` shows on `{node}`"),
+            );
         }
     }
 
     fn unknown_profile(&mut self, gpu: &GpuModel, p: &Sp<String>) {
-        let names: Vec<&str> = gpu.mig.as_ref().map(|m| m.profiles.iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
+        let names: Vec<&str> = gpu
+            .mig
+            .as_ref()
+            .map(|m| m.profiles.iter().map(|p| p.name.as_str()).collect())
+            .unwrap_or_default();
         let help = if names.is_empty() {
             format!("`{}` has no MIG; measure it as `whole`", gpu.id)
         } else {
             match nearest(&p.value, names.iter().copied()) {
-                Some(n) => format!("did you mean `{n}`? `gpuplan catalog show {}` lists its profiles", gpu.id),
+                Some(n) => {
+                    format!("did you mean `{n}`? `gpuplan catalog show {}` lists its profiles", gpu.id)
+                }
                 None => format!("the profiles of `{}` are {}", gpu.id, ticks(&names)),
             }
         };
-        self.push(error(codes::UNKNOWN_PROFILE, &p.span, format!("`{}` has no MIG profile `{}`", gpu.id, p.value), "unknown profile", help));
+        self.push(error(
+            codes::UNKNOWN_PROFILE,
+            &p.span,
+            format!("`{}` has no MIG profile `{}`", gpu.id, p.value),
+            "unknown profile",
+            help,
+        ));
     }
 
     // --- models ---------------------------------------------------------------------------------
 
     fn models(&mut self, m: &Manifest, pools: &[CheckedPool], policy: &Policy) -> Option<Vec<Model>> {
-        if m.models.is_empty() {
-            if let Some(span) = m.span.clone() {
-                self.invalid(&span, "the manifest has no models", "no models", "add a model under `models`");
-            }
+        if m.models.is_empty()
+            && let Some(span) = m.span.clone()
+        {
+            self.invalid(&span, "the manifest has no models", "no models", "add a model under `models`");
         }
         let defaults = m.defaults.clone().unwrap_or_default();
         let pool_names: Vec<&str> = m.inventory.pools.iter().map(|p| p.name.value.as_str()).collect();
@@ -529,13 +665,25 @@ impl<'c> Validator<'c> {
             Some(n) => format!("did you mean `{n}`?"),
             None => format!("the pools are {}", ticks(pool_names)),
         };
-        self.push(error(codes::UNKNOWN_POOL, &p.span, format!("no pool is named `{}`", p.value), "unknown pool", help));
+        self.push(error(
+            codes::UNKNOWN_POOL,
+            &p.span,
+            format!("no pool is named `{}`", p.value),
+            "unknown pool",
+            help,
+        ));
         false
     }
 
     fn env_name(&mut self, k: &Sp<String>) {
         if let Err(rule) = names::env_name(&k.value) {
-            self.push(error(codes::INVALID_NAME, &k.span, format!("`{}` is not an environment variable name: {rule}", k.value), "not a variable name", "use letters, digits and `_`, not starting with a digit"));
+            self.push(error(
+                codes::INVALID_NAME,
+                &k.span,
+                format!("`{}` is not an environment variable name: {rule}", k.value),
+                "not a variable name",
+                "use letters, digits and `_`, not starting with a digit",
+            ));
         }
     }
 
@@ -551,7 +699,12 @@ impl<'c> Validator<'c> {
         let name = &raw.name.value;
         let mut ok = true;
         if raw.image.value.trim().is_empty() || raw.image.value.chars().any(char::is_whitespace) {
-            self.invalid(&raw.image.span, format!("image `{}` is not a container image reference", raw.image.value), "not an image", "write an image such as `nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0`");
+            self.invalid(
+                &raw.image.span,
+                format!("image `{}` is not a container image reference", raw.image.value),
+                "not an image",
+                "write an image such as `nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0`",
+            );
             ok = false;
         }
         let memory_mib = self.memory(&raw.memory);
@@ -559,15 +712,19 @@ impl<'c> Validator<'c> {
             Some(c) => self.fraction(c, "`compute`", 0.0, 1.0, false),
             None => Some(if raw.gpus.is_some() { 1.0 } else { DEFAULT_COMPUTE }),
         };
-        let isolation = raw.isolation.as_ref().or(defaults.isolation.as_ref()).map_or(Isolation::Hardware, |i| i.value);
+        let isolation =
+            raw.isolation.as_ref().or(defaults.isolation.as_ref()).map_or(Isolation::Hardware, |i| i.value);
         let spread = raw.spread.as_ref().or(defaults.spread.as_ref()).map_or(Spread::None, |s| s.value);
         let llm = raw.class.as_ref().is_some_and(|c| c.value == ModelClass::Llm);
-        let gpus = raw.gpus.as_ref().and_then(|g| self.int_in(g, "`gpus`", 1, MAX_GPUS_PER_NODE)).map(|g| g as u32);
+        let gpus =
+            raw.gpus.as_ref().and_then(|g| self.int_in(g, "`gpus`", 1, MAX_GPUS_PER_NODE)).map(|g| g as u32);
         if raw.gpus.is_some() && gpus.is_none() {
             ok = false;
         }
         let priority = match raw.priority.as_ref().or(defaults.priority.as_ref()) {
-            Some(p) => self.int_in(p, "`priority`", i128::from(i32::MIN), i128::from(i32::MAX)).map(|p| p as i32),
+            Some(p) => {
+                self.int_in(p, "`priority`", i128::from(i32::MIN), i128::from(i32::MAX)).map(|p| p as i32)
+            }
             None => Some(0),
         };
         // Ports.
@@ -577,17 +734,26 @@ impl<'c> Validator<'c> {
         for p in raw.ports.iter().flatten() {
             match names::port_name(&p.name.value) {
                 Ok(()) => self.unique(&mut port_names, &p.name, "port"),
-                Err(rule) => self.push(error(codes::INVALID_NAME, &p.name.span, format!("port name `{}` is not an IANA service name: {rule}", p.name.value), "not a port name", "use at most 15 lowercase letters, digits and `-`, such as `http` or `grpc`")),
+                Err(rule) => self.push(error(
+                    codes::INVALID_NAME,
+                    &p.name.span,
+                    format!("port name `{}` is not an IANA service name: {rule}", p.name.value),
+                    "not a port name",
+                    "use at most 15 lowercase letters, digits and `-`, such as `http` or `grpc`",
+                )),
             }
             let number = self.int_in(&p.port, "the port", 1, 65535);
             if let Some(n) = number {
                 let key = n.to_string();
                 match port_numbers.get(&key) {
                     Some(first) => self.push(
-                        Diagnostic::error(codes::DUPLICATE_NAME, format!("two ports of model `{name}` use the number {n}"))
-                            .at(p.port.span.clone(), "second use")
-                            .with_label(first.clone(), "first use")
-                            .with_help("give every port of a container its own number"),
+                        Diagnostic::error(
+                            codes::DUPLICATE_NAME,
+                            format!("two ports of model `{name}` use the number {n}"),
+                        )
+                        .at(p.port.span.clone(), "second use")
+                        .with_label(first.clone(), "first use")
+                        .with_help("give every port of a container its own number"),
                     ),
                     None => {
                         port_numbers.insert(key, p.port.span.clone());
@@ -596,17 +762,21 @@ impl<'c> Validator<'c> {
             }
             let protocol = p.protocol.as_ref().map_or("TCP", |p| p.value.as_str());
             const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
-            if !PROTOCOLS.contains(&protocol) {
-                if let Some(pr) = &p.protocol {
-                    let help = match PROTOCOLS.iter().find(|x| x.eq_ignore_ascii_case(protocol)) {
-                        Some(x) => format!("did you mean `{x}`? protocols are upper case"),
-                        None => format!("the protocol is one of {}", ticks(PROTOCOLS)),
-                    };
-                    self.invalid(&pr.span, format!("unknown protocol `{protocol}`"), "not a protocol", help);
-                }
+            if !PROTOCOLS.contains(&protocol)
+                && let Some(pr) = &p.protocol
+            {
+                let help = match PROTOCOLS.iter().find(|x| x.eq_ignore_ascii_case(protocol)) {
+                    Some(x) => format!("did you mean `{x}`? protocols are upper case"),
+                    None => format!("the protocol is one of {}", ticks(PROTOCOLS)),
+                };
+                self.invalid(&pr.span, format!("unknown protocol `{protocol}`"), "not a protocol", help);
             }
             if let Some(n) = number {
-                ports.push(Port { name: p.name.value.clone(), port: n as u16, protocol: protocol.to_owned() });
+                ports.push(Port {
+                    name: p.name.value.clone(),
+                    port: n as u16,
+                    protocol: protocol.to_owned(),
+                });
             }
         }
         // Environment: defaults first, the model's own values win per name.
@@ -628,14 +798,13 @@ impl<'c> Validator<'c> {
                 Some(b) => Some(self.duration(b)?),
                 None => None,
             };
-            if let (Some(p), Some(b)) = (p99, baseline) {
-                if b >= p {
+            if let (Some(p), Some(b)) = (p99, baseline)
+                && b >= p {
                     if let Some(bs) = &l.baseline {
                         self.invalid(&bs.span, format!("the baseline latency ({b} ms) is not below the objective `p99` ({p} ms)"), "not below p99", "the baseline is the latency on a whole, idle GPU; the objective must leave room above it");
                     }
                     return None;
                 }
-            }
             Some(Latency { p99_ms: p99?, baseline_ms: baseline })
         });
         if raw.latency.is_some() && latency.is_none() {
@@ -657,9 +826,11 @@ impl<'c> Validator<'c> {
                 }
             }
         } else if let Some(list) = &defaults.gpu_types {
-            gpu_types = list.iter().filter_map(|g| self.catalog.get(&g.value).map(|g| g.id.clone())).collect();
+            gpu_types =
+                list.iter().filter_map(|g| self.catalog.get(&g.value).map(|g| g.id.clone())).collect();
         }
-        let model_pools: Vec<String> = pool_filter.map(|l| l.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
+        let model_pools: Vec<String> =
+            pool_filter.map(|l| l.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
         let eligible: Vec<&CheckedPool> = pools
             .iter()
             .filter(|p| model_pools.is_empty() || model_pools.contains(&p.pool.name))
@@ -669,7 +840,12 @@ impl<'c> Validator<'c> {
         // Only judge eligibility when every pool and filter could be read.
         let pools_complete = pools.len() == m.inventory.pools.len() && ok;
         if pools_complete && eligible.is_empty() && !pools.is_empty() {
-            let span = raw.gpu_types.as_ref().and_then(|l| l.first()).or(raw.pools.as_ref().and_then(|l| l.first())).map_or(model_span.clone(), |s| s.span.clone());
+            let span = raw
+                .gpu_types
+                .as_ref()
+                .and_then(|l| l.first())
+                .or(raw.pools.as_ref().and_then(|l| l.first()))
+                .map_or(model_span.clone(), |s| s.span.clone());
             self.push(error(codes::NO_ELIGIBLE_POOL, &span, format!("model `{name}` may use no pool of the inventory"), "excludes every pool", "its `pools` and `gpuTypes` together exclude every pool; widen one of them or add a matching pool"));
             ok = false;
         }
@@ -684,19 +860,28 @@ impl<'c> Validator<'c> {
             );
             ok = false;
         }
-        if let (Some(g), Some(i)) = (&raw.gpus, &raw.isolation) {
-            if i.value == Isolation::Shared {
-                self.push(
-                    Diagnostic::error(codes::CONFLICTING_FIELDS, format!("model `{name}` asks for whole GPUs (`gpus`) and time-slicing (`isolation: shared`)"))
-                        .at(i.span.clone(), "`shared` here")
-                        .with_label(g.span.clone(), "`gpus` here")
-                        .with_help("a multi-GPU replica owns its GPUs: drop `isolation: shared`, or drop `gpus`"),
-                );
-                ok = false;
-            }
+        if let (Some(g), Some(i)) = (&raw.gpus, &raw.isolation)
+            && i.value == Isolation::Shared
+        {
+            self.push(
+                Diagnostic::error(
+                    codes::CONFLICTING_FIELDS,
+                    format!(
+                        "model `{name}` asks for whole GPUs (`gpus`) and time-slicing (`isolation: shared`)"
+                    ),
+                )
+                .at(i.span.clone(), "`shared` here")
+                .with_label(g.span.clone(), "`gpus` here")
+                .with_help("a multi-GPU replica owns its GPUs: drop `isolation: shared`, or drop `gpus`"),
+            );
+            ok = false;
         }
         if llm && isolation == Isolation::Shared && policy.llm_never_time_sliced {
-            let span = raw.isolation.as_ref().or(defaults.isolation.as_ref()).map_or(model_span.clone(), |i| i.span.clone());
+            let span = raw
+                .isolation
+                .as_ref()
+                .or(defaults.isolation.as_ref())
+                .map_or(model_span.clone(), |i| i.span.clone());
             self.push(error(codes::POLICY_VIOLATION, &span, format!("model `{name}` is an LLM and may be time-sliced, which `policy.llmNeverTimeSliced` forbids"), "time-slicing allowed here", "use `isolation: hardware` or `dedicated`, or set `policy.llmNeverTimeSliced: false`"));
             ok = false;
         }
@@ -726,17 +911,25 @@ impl<'c> Validator<'c> {
                 ok = false;
             }
         }
-        if let Some(floor) = replicas_floor {
-            if !eligible.is_empty() && pools_complete {
-                self.spread(raw, name, spread, floor, &eligible);
-            }
+        if let Some(floor) = replicas_floor
+            && !eligible.is_empty()
+            && pools_complete
+        {
+            self.spread(raw, name, spread, floor, &eligible);
         }
-        if isolation == Isolation::Hardware && gpus.is_none() && !eligible.is_empty() && eligible.iter().all(|p| !p.gpu.is_mig_capable()) {
+        if isolation == Isolation::Hardware
+            && gpus.is_none()
+            && !eligible.is_empty()
+            && eligible.iter().all(|p| !p.gpu.is_mig_capable())
+        {
             let span = raw.isolation.as_ref().map_or(model_span.clone(), |i| i.span.clone());
             self.push(
-                Diagnostic::warning(codes::HARDWARE_ISOLATION_WHOLE_GPU, format!("model `{name}` asks for hardware isolation but none of its GPUs has MIG"))
-                    .at(span, "each replica will take a whole GPU")
-                    .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
+                Diagnostic::warning(
+                    codes::HARDWARE_ISOLATION_WHOLE_GPU,
+                    format!("model `{name}` asks for hardware isolation but none of its GPUs has MIG"),
+                )
+                .at(span, "each replica will take a whole GPU")
+                .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
             );
         }
         Some(Model {
@@ -762,7 +955,15 @@ impl<'c> Validator<'c> {
         .filter(|_| ok)
     }
 
-    fn fits(&mut self, raw: &raw::Model, name: &str, mem: u64, gpus: Option<u32>, eligible: &[&CheckedPool], policy: &Policy) {
+    fn fits(
+        &mut self,
+        raw: &raw::Model,
+        name: &str,
+        mem: u64,
+        gpus: Option<u32>,
+        eligible: &[&CheckedPool],
+        policy: &Policy,
+    ) {
         let usable = |p: &CheckedPool| -> u64 {
             let per_gpu = (p.gpu.memory_mib as f64 * (1.0 - policy.memory_headroom)).floor() as u64;
             match gpus {
@@ -770,7 +971,8 @@ impl<'c> Validator<'c> {
                 None => per_gpu,
             }
         };
-        let Some(best) = eligible.iter().max_by_key(|p| (usable(p), std::cmp::Reverse(p.pool.name.clone()))) else {
+        let Some(best) = eligible.iter().max_by_key(|p| (usable(p), std::cmp::Reverse(p.pool.name.clone())))
+        else {
             return;
         };
         let most = usable(best);
@@ -787,28 +989,55 @@ impl<'c> Validator<'c> {
             "raise `gpus`, or add a pool with larger GPUs"
         };
         self.push(
-            error(codes::MODEL_FITS_NO_GPU, &raw.memory.span, format!("model `{name}` needs {mem} MiB per replica, more than any GPU it may use"), "too large", help)
-                .with_note(format!("the most it can get is {most} MiB on {what} (pool `{}`, {}% memory headroom)", best.pool.name, (policy.memory_headroom * 100.0).round())),
+            error(
+                codes::MODEL_FITS_NO_GPU,
+                &raw.memory.span,
+                format!("model `{name}` needs {mem} MiB per replica, more than any GPU it may use"),
+                "too large",
+                help,
+            )
+            .with_note(format!(
+                "the most it can get is {most} MiB on {what} (pool `{}`, {}% memory headroom)",
+                best.pool.name,
+                (policy.memory_headroom * 100.0).round()
+            )),
         );
     }
 
-    fn spread(&mut self, raw: &raw::Model, name: &str, spread: Spread, replicas: u32, eligible: &[&CheckedPool]) {
+    fn spread(
+        &mut self,
+        raw: &raw::Model,
+        name: &str,
+        spread: Spread,
+        replicas: u32,
+        eligible: &[&CheckedPool],
+    ) {
         let (capacity, unit) = match spread {
             Spread::None => return,
-            Spread::Node => (eligible.iter().map(|p| u64::from(p.pool.nodes.max_nodes())).sum::<u64>(), "node"),
+            Spread::Node => {
+                (eligible.iter().map(|p| u64::from(p.pool.nodes.max_nodes())).sum::<u64>(), "node")
+            }
             Spread::Gpu => (
-                eligible.iter().map(|p| u64::from(p.pool.nodes.max_nodes()) * u64::from(p.pool.gpus_per_node)).sum::<u64>(),
+                eligible
+                    .iter()
+                    .map(|p| u64::from(p.pool.nodes.max_nodes()) * u64::from(p.pool.gpus_per_node))
+                    .sum::<u64>(),
                 "GPU",
             ),
         };
         if u64::from(replicas) <= capacity {
             return;
         }
-        let span = raw.spread.as_ref().map_or_else(|| raw.span.clone().unwrap_or_else(|| raw.name.span.clone()), |s| s.span.clone());
+        let span = raw
+            .spread
+            .as_ref()
+            .map_or_else(|| raw.span.clone().unwrap_or_else(|| raw.name.span.clone()), |s| s.span.clone());
         let mut d = error(
             codes::SPREAD_EXCEEDS_CAPACITY,
             &span,
-            format!("model `{name}` spreads {replicas} replicas over distinct {unit}s, but its pools have only {capacity}"),
+            format!(
+                "model `{name}` spreads {replicas} replicas over distinct {unit}s, but its pools have only {capacity}"
+            ),
             "cannot spread that far",
             format!("lower the replicas to {capacity}, use a weaker `spread`, or add {unit}s"),
         );
@@ -818,7 +1047,15 @@ impl<'c> Validator<'c> {
         self.push(d);
     }
 
-    fn demand(&mut self, m: &Manifest, d: &raw::Demand, name: &str, latency: Option<&Latency>, eligible: &[&CheckedPool], pools_complete: bool) -> Option<Demand> {
+    fn demand(
+        &mut self,
+        m: &Manifest,
+        d: &raw::Demand,
+        name: &str,
+        latency: Option<&Latency>,
+        eligible: &[&CheckedPool],
+        pools_complete: bool,
+    ) -> Option<Demand> {
         let rps = self.unit(&d.rate, units::rate_rps(&d.rate.value));
         let admission_factor = match &d.admission_factor {
             Some(a) => self.fraction(a, "`admissionFactor`", 0.0, 1.0, false),
@@ -840,7 +1077,13 @@ impl<'c> Validator<'c> {
             match m.measurements.get(&path.value) {
                 Some(loaded) => points.extend(loaded.iter().cloned()),
                 None => {
-                    self.push(error(codes::MISSING_MEASUREMENTS, &path.span, format!("the measurements file `{}` was not loaded", path.value), "not loaded", "run gpuplan on the manifest file so that it reads the files models reference"));
+                    self.push(error(
+                        codes::MISSING_MEASUREMENTS,
+                        &path.span,
+                        format!("the measurements file `{}` was not loaded", path.value),
+                        "not loaded",
+                        "run gpuplan on the manifest file so that it reads the files models reference",
+                    ));
                     ok = false;
                 }
             }
@@ -849,16 +1092,29 @@ impl<'c> Validator<'c> {
         if ok && points.is_empty() {
             self.push(error(codes::MISSING_MEASUREMENTS, &span, format!("model `{name}` has a rate demand but no measured points"), "no measurements", "add `points:` (gpu, profile, rps, latency) or `measurements: file.csv`, or give `replicas` instead"));
             ok = false;
-        } else if ok && pools_complete && !eligible.is_empty() && !points.iter().any(|p| eligible.iter().any(|e| e.pool.gpu == p.gpu)) {
-            self.push(error(codes::MISSING_MEASUREMENTS, &span, format!("none of the measured points of model `{name}` is on a GPU it may use"), "no usable measurements", "measure the model on a GPU type of its pools"));
+        } else if ok
+            && pools_complete
+            && !eligible.is_empty()
+            && !points.iter().any(|p| eligible.iter().any(|e| e.pool.gpu == p.gpu))
+        {
+            self.push(error(
+                codes::MISSING_MEASUREMENTS,
+                &span,
+                format!("none of the measured points of model `{name}` is on a GPU it may use"),
+                "no usable measurements",
+                "measure the model on a GPU type of its pools",
+            ));
             ok = false;
         }
         if ok && latency.is_none() {
             // Without an objective every point is admitted; say so, it is rarely intended.
             self.push(
-                Diagnostic::warning(codes::MISSING_MEASUREMENTS, format!("model `{name}` has a rate demand but no `latency.p99`"))
-                    .at(span, "every measured point will be admitted")
-                    .with_help("add `latency: {p99: 300ms}` so that only points within the objective are used"),
+                Diagnostic::warning(
+                    codes::MISSING_MEASUREMENTS,
+                    format!("model `{name}` has a rate demand but no `latency.p99`"),
+                )
+                .at(span, "every measured point will be admitted")
+                .with_help("add `latency: {p99: 300ms}` so that only points within the objective are used"),
             );
         }
         let demand = RateDemand {
@@ -873,11 +1129,12 @@ impl<'c> Validator<'c> {
 
     fn point(&mut self, p: &raw::Point) -> Option<MeasuredPoint> {
         let gpu = self.gpu(&p.gpu);
-        if let Some(gpu) = gpu {
-            if p.profile.value != "whole" && gpu.profile(&p.profile.value).is_none() {
-                self.unknown_profile(gpu, &p.profile);
-                return None;
-            }
+        if let Some(gpu) = gpu
+            && p.profile.value != "whole"
+            && gpu.profile(&p.profile.value).is_none()
+        {
+            self.unknown_profile(gpu, &p.profile);
+            return None;
         }
         let batch_size = match &p.batch_size {
             Some(b) => self.int_in(b, "`batchSize`", 1, 65_536).map(|b| b as u32),
@@ -890,7 +1147,12 @@ impl<'c> Validator<'c> {
         let rps = if p.rps.value > 0.0 && p.rps.value <= units::MAX_RATE_RPS {
             Some(p.rps.value)
         } else {
-            self.invalid(&p.rps.span, format!("`rps` is {}, not a positive rate", p.rps.value), "not a rate", "give the requests per second one replica sustains, such as `12.5`");
+            self.invalid(
+                &p.rps.span,
+                format!("`rps` is {}, not a positive rate", p.rps.value),
+                "not a rate",
+                "give the requests per second one replica sustains, such as `12.5`",
+            );
             None
         };
         let latency_ms = self.duration(&p.latency);

@@ -68,7 +68,9 @@ fn invalid_manifests_report_their_diagnostics() {
         let name = path.file_name().expect("file name").to_string_lossy().into_owned();
         let (sources, result) = check(&name, &text, &catalog);
         let diags = match result {
-            Ok((_, warnings)) => panic!("`{name}` is in the invalid corpus but validates (warnings: {warnings:?})"),
+            Ok((_, warnings)) => {
+                panic!("`{name}` is in the invalid corpus but validates (warnings: {warnings:?})")
+            }
             Err(diags) => diags,
         };
         assert!(diags.has_errors(), "`{name}`: rejected without an error");
@@ -96,11 +98,9 @@ fn examples_and_valid_fixtures_validate_without_errors_or_warnings() {
         let text = std::fs::read_to_string(&path).expect("readable");
         let (sources, result) = check(&path.display().to_string(), &text, &catalog);
         match result {
-            Ok((_, warnings)) => assert!(
-                warnings.is_empty(),
-                "{}",
-                render::human(&sources, &warnings.0, false)
-            ),
+            Ok((_, warnings)) => {
+                assert!(warnings.is_empty(), "{}", render::human(&sources, &warnings.0, false))
+            }
             Err(diags) => panic!("{}", render::human(&sources, &diags.0, false)),
         }
     }
@@ -185,7 +185,12 @@ fn every_invalid_manifest_fails_the_same_way_in_toml() {
             v.sort();
             v
         };
-        assert_eq!(problems("m.yaml", &yaml), problems("m.toml", &toml), "{} as TOML:\n{toml}", path.display());
+        assert_eq!(
+            problems("m.yaml", &yaml),
+            problems("m.toml", &toml),
+            "{} as TOML:\n{toml}",
+            path.display()
+        );
         compared += 1;
     }
     assert!(compared >= 50, "only {compared} invalid fixtures could be compared as TOML");
@@ -223,7 +228,8 @@ fn checked_in_schema_is_fresh() {
 }
 
 fn schema_validator() -> jsonschema::Validator {
-    let schema: serde_json::Value = serde_json::from_str(&gpuplan::manifest::schema_json()).expect("schema JSON");
+    let schema: serde_json::Value =
+        serde_json::from_str(&gpuplan::manifest::schema_json()).expect("schema JSON");
     jsonschema::validator_for(&schema).expect("the schema compiles")
 }
 
@@ -238,7 +244,8 @@ fn schema_accepts_every_example() {
     for path in valid_manifests() {
         let text = std::fs::read_to_string(&path).expect("readable");
         let json = tree_json(&path.display().to_string(), &text).expect("parses");
-        let errors: Vec<String> = validator.iter_errors(&json).map(|e| format!("{}: {e}", e.instance_path())).collect();
+        let errors: Vec<String> =
+            validator.iter_errors(&json).map(|e| format!("{}: {e}", e.instance_path())).collect();
         assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
     }
 }
@@ -263,9 +270,9 @@ fn schema_rejects_every_invalid_manifest_whose_error_is_structural() {
         let (_, result) = check(&name, &text, &catalog);
         let Err(diags) = result else { continue };
         // Pools without `nodes` or `count` are a cross-field rule, not a schema one.
-        let structural = diags.iter().any(|d| {
-            SCHEMA_CODES.contains(&d.code) && !d.message.contains("neither `nodes` nor `count`")
-        });
+        let structural = diags
+            .iter()
+            .any(|d| SCHEMA_CODES.contains(&d.code) && !d.message.contains("neither `nodes` nor `count`"));
         if structural {
             assert!(!validator.is_valid(&json), "the schema accepts `{name}`");
             checked += 1;
@@ -304,7 +311,8 @@ mod properties {
     use super::*;
 
     fn voice() -> String {
-        std::fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml")).expect("example")
+        std::fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml"))
+            .expect("example")
     }
 
     fn run(name: &str, text: &str) {
@@ -367,7 +375,13 @@ fn validate_exits_one_and_writes_nothing_to_stdout_for_every_invalid_manifest() 
             .arg(&path)
             .output()
             .expect("runs gpuplan");
-        assert_eq!(out.status.code(), Some(1), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(out.stdout.is_empty(), "{} wrote to stdout", path.display());
         assert!(String::from_utf8_lossy(&out.stderr).contains("error["), "{}", path.display());
     }
@@ -400,4 +414,42 @@ fn voice_pipeline_validates_from_the_command_line() {
     let path = Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml");
     let out = super::cli::gpuplan().args(["validate"]).arg(&path).output().expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn handwritten_toml_voice_pipeline_equals_the_yaml_one() {
+    let read = |f: &str| {
+        std::fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline").join(f)).expect("example")
+    };
+    let catalog = Catalog::builtin();
+    let (_, y) = check("gpuplan.yaml", &read("gpuplan.yaml"), &catalog);
+    let (sources, t) = check("gpuplan.toml", &read("gpuplan.toml"), &catalog);
+    let (y, _) = y.expect("yaml valid");
+    let (t, warnings) = t.unwrap_or_else(|d| panic!("{}", render::human(&sources, &d.0, false)));
+    assert!(warnings.is_empty());
+    assert_eq!(serde_json::to_value(&y).expect("json"), serde_json::to_value(&t).expect("json"));
+    let validator = schema_validator();
+    let json = tree_json("gpuplan.toml", &read("gpuplan.toml")).expect("parses");
+    assert!(validator.is_valid(&json));
+}
+
+#[test]
+fn validate_json_is_one_document_with_the_warnings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gpuplan.yaml");
+    let text = std::fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml"))
+        .expect("example")
+        .replace("    latency: { p99: 300ms, baseline: 40ms }\n", "")
+        .replacen(
+            "    replicas: 1\n    isolation: hardware\n",
+            "    isolation: hardware\n    demand:\n      rate: 40rps\n      points:\n        - { gpu: A100-SXM4-80GB, profile: 1g.10gb, rps: 20, latency: 50ms }\n",
+            1,
+        );
+    std::fs::write(&path, text).expect("writes");
+    let out = super::cli::gpuplan().args(["validate", "--format", "json"]).arg(&path).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(json["valid"], true);
+    assert_eq!(json["diagnostics"][0]["code"], "missing-measurements");
+    assert_eq!(json["diagnostics"][0]["severity"], "warning");
 }
