@@ -494,7 +494,24 @@ fn kind_schema(_: &mut SchemaGenerator) -> Schema {
 pub fn schema_json() -> String {
     let mut schema = schemars::schema_for!(Manifest);
     schema.insert("$id".into(), "https://gpuplan.io/schemas/v1alpha1/gpuplan.schema.json".into());
-    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    let mut value = schema.to_value();
+    drop_integer_formats(&mut value);
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// Removes `"format": "int128"` (schemars' name for the raw integers' Rust type): it is no JSON
+/// Schema format, and editors would show it to users.
+fn drop_integer_formats(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("format").and_then(|f| f.as_str()) == Some("int128") {
+                map.remove("format");
+            }
+            map.values_mut().for_each(drop_integer_formats);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
+        _ => {}
+    }
 }

@@ -94,6 +94,18 @@ pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "
 pub const POINT_FIELDS: &[&str] = &["gpu", "profile", "batchSize", "processes", "rps", "latency"];
 pub const LATENCY_FIELDS: &[&str] = &["p99", "baseline"];
 
+/// Where each field list lives, to tell a user who put a field at the wrong level.
+const FIELD_HOMES: &[(&str, &[&str])] = &[
+    ("the manifest", MANIFEST_FIELDS),
+    ("`cluster`", CLUSTER_FIELDS),
+    ("`cluster.timeSlicing`", TIME_SLICING_FIELDS),
+    ("`cluster.output`", OUTPUT_FIELDS),
+    ("a pool", POOL_FIELDS),
+    ("a model", MODEL_FIELDS),
+    ("`demand`", DEMAND_FIELDS),
+    ("`policy`", POLICY_FIELDS),
+];
+
 /// Reads the document root into a manifest, or returns every structural problem.
 pub fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
     let mut r = Reader { file, diags: Diagnostics::new() };
@@ -168,16 +180,23 @@ impl Reader {
             let mut d =
                 Diagnostic::error(codes::UNKNOWN_FIELD, format!("unknown field `{}` in {what}", key.name))
                     .at(self.span(&key.span), "unknown field");
-            d = match nearest(&key.name, fields.iter().copied()) {
-                Some(n) => d.with_help(format!("did you mean `{n}`?")),
-                None => d.with_help(format!(
+            let elsewhere = FIELD_HOMES
+                .iter()
+                .find(|(_, list)| list.contains(&key.name.as_str()) && !std::ptr::eq(*list, fields))
+                .map(|(home, _)| *home);
+            d = match (nearest(&key.name, fields.iter().copied()), elsewhere) {
+                (Some(n), _) => d.with_help(format!("did you mean `{n}`?")),
+                (None, Some(home)) => d.with_help(format!("`{}` is a field of {home}, not of {what}", key.name)),
+                (None, None) => d.with_help(format!(
                     "the fields of {what} are {}",
                     fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
                 )),
             };
             self.diags.push(d);
         }
-        Some(Obj { entries, span: node.span.clone(), what })
+        // A missing field is reported at the mapping's first key: a whole word, on the right line.
+        let span = entries.first().map_or_else(|| node.span.clone(), |(k, _)| k.span.clone());
+        Some(Obj { entries, span, what })
     }
 
     /// A required field: reports it missing at the mapping that lacks it.
