@@ -186,7 +186,9 @@ impl Reader {
                 .map(|(home, _)| *home);
             d = match (nearest(&key.name, fields.iter().copied()), elsewhere) {
                 (Some(n), _) => d.with_help(format!("did you mean `{n}`?")),
-                (None, Some(home)) => d.with_help(format!("`{}` is a field of {home}, not of {what}", key.name)),
+                (None, Some(home)) => {
+                    d.with_help(format!("`{}` is a field of {home}, not of {what}", key.name))
+                }
                 (None, None) => d.with_help(format!(
                     "the fields of {what} are {}",
                     fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
