@@ -238,6 +238,11 @@ fn yaml(file: FileId, source: &SourceFile) -> Result<Node, Diagnostics> {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
     budget.max_documents = 16;
+    // A manifest needs few aliases; these bounds stop alias bombs long before they cost time.
+    budget.max_aliases = 1_000;
+    budget.max_anchors = 1_000;
+    budget.max_recorded_anchor_events = 20_000;
+    budget.max_nodes = 200_000;
     let options = serde_saphyr::options! {
         strict_booleans: true,
         leading_zero_numbers_as_strings: true,
@@ -316,11 +321,9 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
     // serde-saphyr prefixes its own position; the label carries ours.
     let first = strip_position(first);
     let lower = first.to_ascii_lowercase();
-    if lower.contains("depth")
-        || lower.contains("budget")
-        || lower.contains("nesting")
-        || lower.contains("recursion")
-    {
+    let budget = ["budget", "alias", "anchor", "events", "nodes", "limit"].iter().any(|w| lower.contains(w));
+    let deep = ["depth", "nesting", "recursion"].iter().any(|w| lower.contains(w));
+    if deep || budget {
         if lower.contains("document") {
             return Diagnostics::from_iter([Diagnostic::error(
                 codes::MULTIPLE_DOCUMENTS,
@@ -329,7 +332,17 @@ fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> D
             .at(Span::new(file, offset..offset), "here")
             .with_help("a manifest is one document: remove the `---` separators")]);
         }
-        return too_deep(file, offset);
+        if deep {
+            return too_deep(file, offset);
+        }
+        return Diagnostics::from_iter([Diagnostic::error(
+            codes::INPUT_TOO_LARGE,
+            format!("the manifest exceeds gpuplan's reading limits: {}", lowercase_first(first)),
+        )
+        .at(Span::new(file, offset..offset), "limit reached here")
+        .with_help(
+            "a manifest has a few thousand values and few aliases; expand or remove anchors that multiply",
+        )]);
     }
     if let Some(rest) = first.strip_prefix("duplicate mapping key: ") {
         let key = rest.split(',').next().unwrap_or(rest).trim();
