@@ -14,6 +14,8 @@ use crate::spec::Spec;
 pub struct Rejected;
 
 /// Reads a text file; failure is a tool error (exit 2), not a diagnostic.
+// The manifest is read as bytes (non-UTF-8 is a diagnostic); other commands' text files use this.
+#[allow(dead_code)]
 pub fn read_text(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read `{}`", path.display()))
 }
@@ -71,9 +73,27 @@ pub fn load_spec_quietly(
     args: &ManifestArgs,
 ) -> anyhow::Result<Result<(Sources, Catalog, Spec, Diagnostics), Rejected>> {
     let catalog = load_catalog(&args.catalog)?;
-    let text = read_text(&args.manifest)?;
+    let bytes = std::fs::read(&args.manifest)
+        .with_context(|| format!("cannot read `{}`", args.manifest.display()))?;
     let mut sources = Sources::new();
     let name = args.manifest.display().to_string();
+    // Text that is not UTF-8 is the user's mistake (exit 1), not the tool's.
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => {
+            let offset = err.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(err.as_bytes()).into_owned();
+            let file = sources.add(&name, lossy);
+            let diag = crate::diagnostics::Diagnostic::error(
+                crate::diagnostics::codes::SYNTAX,
+                "the manifest is not UTF-8 text",
+            )
+            .at(crate::diagnostics::Span::new(file, offset..offset), "first byte that is not UTF-8")
+            .with_help("save the file as UTF-8");
+            report(ctx, &sources, &Diagnostics::from_iter([diag]))?;
+            return Ok(Err(Rejected));
+        }
+    };
     let mut manifest = match crate::manifest::parse(&mut sources, &name, &text) {
         Ok(m) => m,
         Err(diags) => {

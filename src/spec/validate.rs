@@ -560,7 +560,8 @@ impl<'c> Validator<'c> {
                 node_selector,
                 taints,
                 current,
-                span: p.span.clone(),
+                // The pool's name: what a planner diagnostic about the pool should underline.
+                span: Some(p.name.span.clone()),
             },
             gpu: gpu?.clone(),
         })
@@ -950,7 +951,8 @@ impl<'c> Validator<'c> {
             gpu_types,
             priority: priority?,
             llm,
-            span: raw.span.clone(),
+            // The model's name: what a planner diagnostic about the model should underline.
+            span: Some(raw.name.span.clone()),
         })
         .filter(|_| ok)
     }

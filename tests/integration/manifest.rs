@@ -468,3 +468,15 @@ fn validate_json_is_one_document_with_the_warnings() {
     assert_eq!(json["diagnostics"][0]["code"], "missing-measurements");
     assert_eq!(json["diagnostics"][0]["severity"], "warning");
 }
+
+#[test]
+fn a_manifest_that_is_not_utf8_is_a_user_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gpuplan.yaml");
+    std::fs::write(&path, b"apiVersion: gpuplan.io/v1alpha1\nkind: \xff\xfeGpuPlan\n").expect("writes");
+    let out = super::cli::gpuplan().args(["validate", "--color", "never"]).arg(&path).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error[syntax]: the manifest is not UTF-8 text"), "{stderr}");
+    assert!(stderr.contains(":2:7"), "{stderr}");
+}
