@@ -294,7 +294,7 @@ pub struct ModelDefaults {
     /// Default spread. Built-in default `none`.
     pub spread: Option<Sp<Spread>>,
     /// Default compute share. Built-in default `0.1`, or `1` for models with `gpus`.
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
     pub compute: Option<Sp<f64>>,
     /// Default priority. Built-in default `0`.
     pub priority: Option<Sp<i128>>,
@@ -325,7 +325,7 @@ pub struct Policy {
     /// Share of a GPU's compute that time-sliced tenants get together, the rest being lost to
     /// context switches. Default `0.76` (NVIDIA's voice-pipeline measurement: 0.76 requests/s per
     /// GPU with time-slicing against 1.00 with MIG).
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
     pub time_slicing_efficiency: Option<Sp<f64>>,
     #[schemars(skip)]
     pub span: Option<Span>,
@@ -366,7 +366,7 @@ pub struct Model {
     pub memory: Sp<String>,
     /// Share of one full GPU's SMs that one replica needs at its target load, above 0 and at most
     /// 1. Default from `defaults.compute`.
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
     pub compute: Option<Sp<f64>>,
     /// Fixed number of replicas. Give either `replicas` or `demand`; default 1.
     #[schemars(range(min = 1, max = 100000))]
@@ -421,7 +421,7 @@ pub struct Demand {
     pub rate: Sp<String>,
     /// A measured point is usable only if its latency is below `admissionFactor × latency.p99`.
     /// Default `0.45` (ParvaGPU's rule).
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
     pub admission_factor: Option<Sp<f64>>,
     /// Fewest replicas, whatever the rate. Default 1.
     #[schemars(range(min = 1, max = 100000))]
@@ -449,7 +449,7 @@ pub struct Point {
     #[schemars(range(min = 1))]
     pub processes: Option<Sp<i128>>,
     /// Requests per second one replica sustains (a plain number: the unit is in the name).
-    #[schemars(range(min = 0.0))]
+    #[schemars(extend("exclusiveMinimum" = 0.0))]
     pub rps: Sp<f64>,
     /// Latency of one batch, such as `120ms`.
     #[schemars(extend("pattern" = DURATION_PATTERN))]

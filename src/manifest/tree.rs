@@ -230,7 +230,11 @@ fn yaml_range(text: &str, loc: &serde_saphyr::Location) -> Range<usize> {
                 .map_or(start, |rest| start + rest.char_indices().nth(chars).map_or(rest.len(), |(i, _)| i))
         }
     };
-    if text.is_char_boundary(start) && text.is_char_boundary(end) { start..end } else { start..start }
+    match (text.is_char_boundary(start), text.is_char_boundary(end)) {
+        (true, true) => start..end,
+        (true, false) => start..start,
+        _ => 0..0,
+    }
 }
 
 fn yaml(file: FileId, source: &SourceFile) -> Result<Node, Diagnostics> {
@@ -265,7 +269,8 @@ fn yaml(file: FileId, source: &SourceFile) -> Result<Node, Diagnostics> {
     if let Some(second) = docs.next() {
         let range = yaml_range(text, &second.0.referenced);
         // Point at the `---` that starts the second document when it is on the line above.
-        let marker = text[..range.start.min(text.len())].rfind("---").map_or(range.clone(), |i| i..i + 3);
+        let before = text.get(..range.start).unwrap_or("");
+        let marker = before.rfind("---").map_or(range.clone(), |i| i..i + 3);
         return Err(Diagnostics::from_iter([Diagnostic::error(
             codes::MULTIPLE_DOCUMENTS,
             "the manifest holds more than one YAML document",
