@@ -8,8 +8,6 @@ use clap::Args;
 use super::{Ctx, ExitStatus};
 
 /// Print the JSON Schema of the manifest (for editors and yaml-language-server).
-///
-/// Reference it from a manifest with `# yaml-language-server: $schema=<path>/gpuplan.schema.json`.
 #[derive(Debug, Args)]
 pub struct SchemaArgs {}
 

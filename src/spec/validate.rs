@@ -830,8 +830,13 @@ impl<'c> Validator<'c> {
             gpu_types =
                 list.iter().filter_map(|g| self.catalog.get(&g.value).map(|g| g.id.clone())).collect();
         }
-        let model_pools: Vec<String> =
+        let mut model_pools: Vec<String> =
             pool_filter.map(|l| l.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
+        // Filters are sets: sorted and deduplicated so that their order never reaches the plan.
+        model_pools.sort();
+        model_pools.dedup();
+        gpu_types.sort();
+        gpu_types.dedup();
         let eligible: Vec<&CheckedPool> = pools
             .iter()
             .filter(|p| model_pools.is_empty() || model_pools.contains(&p.pool.name))
