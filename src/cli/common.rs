@@ -94,14 +94,12 @@ pub fn load_spec_quietly(
             return Ok(Err(Rejected));
         }
     };
-    let mut manifest = match crate::manifest::parse(&mut sources, &name, &text) {
-        Ok(m) => m,
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
-            return Ok(Err(Rejected));
-        }
+    let (manifest, mut problems) = crate::manifest::parse_recovering(&mut sources, &name, &text);
+    let Some(mut manifest) = manifest else {
+        report(ctx, &sources, &problems)?;
+        return Ok(Err(Rejected));
     };
-    let mut problems = load_measurements(&mut manifest, &args.manifest, &mut sources);
+    problems.extend(load_measurements(&mut manifest, &args.manifest, &mut sources));
     match crate::spec::validate(&manifest, &catalog) {
         Ok((spec, warnings)) if !problems.has_errors() => Ok(Ok((sources, catalog, spec, warnings))),
         Ok((_, diags)) | Err(diags) => {

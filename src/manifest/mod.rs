@@ -10,8 +10,10 @@
 //! exactly the same documents and report the same problems. Input is capped
 //! ([`tree::MAX_INPUT_BYTES`], [`tree::MAX_DEPTH`]) before values are built.
 //!
-//! Structural problems stop the pipeline before semantic validation: the reader reports all of
-//! them at once, and `validate` then reports all semantic problems of a well-formed manifest.
+//! Structural problems stop the pipeline before semantic validation, with one exception: unknown
+//! fields (the commonest typo) leave a usable manifest ([`parse_recovering`]), so the command
+//! layer reports them together with the semantic problems. A wrong type or a missing field leaves
+//! no manifest to validate; the reader still reports all of them at once.
 
 pub mod model;
 pub mod read;
@@ -26,6 +28,16 @@ pub fn parse(sources: &mut Sources, name: &str, text: &str) -> Result<Manifest, 
     let file = sources.add(name, text);
     let root = tree::parse(file, sources.get(file), tree::Format::from_name(name))?;
     read::manifest(file, &root)
+}
+
+/// Parses a manifest, keeping it when only unknown fields are wrong (see
+/// [`read::manifest_recovering`]): the caller validates it and reports both sets of problems.
+pub fn parse_recovering(sources: &mut Sources, name: &str, text: &str) -> (Option<Manifest>, Diagnostics) {
+    let file = sources.add(name, text);
+    match tree::parse(file, sources.get(file), tree::Format::from_name(name)) {
+        Ok(root) => read::manifest_recovering(file, &root),
+        Err(diags) => (None, diags),
+    }
 }
 
 /// Parses a manifest into its spanned tree only (for JSON Schema checks and tools).

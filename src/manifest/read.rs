@@ -108,16 +108,23 @@ const FIELD_HOMES: &[(&str, &[&str])] = &[
 
 /// Reads the document root into a manifest, or returns every structural problem.
 pub fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
+    match manifest_recovering(file, root) {
+        (Some(m), diags) if !diags.has_errors() => Ok(m),
+        (_, diags) => Err(diags),
+    }
+}
+
+/// Reads the document root, returning the manifest whenever it could be built: unknown fields are
+/// reported but do not stop reading, so that semantic validation can still run and every problem
+/// reaches the user in one pass. Any other structural problem (wrong type, missing field) leaves
+/// no manifest.
+pub fn manifest_recovering(file: FileId, root: &Node) -> (Option<Manifest>, Diagnostics) {
     let mut r = Reader { file, diags: Diagnostics::new() };
     let manifest = r.manifest(root);
-    match manifest {
-        Some(m) if !r.diags.has_errors() => Ok(m),
-        _ => {
-            let mut diags = r.diags;
-            diags.sort();
-            Err(diags)
-        }
-    }
+    let mut diags = r.diags;
+    diags.sort();
+    let only_unknown_fields = diags.iter().all(|d| d.code == codes::UNKNOWN_FIELD);
+    (manifest.filter(|_| only_unknown_fields), diags)
 }
 
 struct Reader {

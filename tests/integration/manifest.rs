@@ -28,9 +28,20 @@ fn catalog() -> Catalog {
 }
 
 fn check(name: &str, text: &str, catalog: &Catalog) -> (Sources, Result<(Spec, Diagnostics), Diagnostics>) {
+    // The same steps as the command line: unknown fields do not hide semantic problems.
     let mut sources = Sources::new();
-    let result = gpuplan::manifest::parse(&mut sources, name, text)
-        .and_then(|manifest| gpuplan::spec::validate(&manifest, catalog));
+    let (manifest, mut problems) = gpuplan::manifest::parse_recovering(&mut sources, name, text);
+    let result = match manifest {
+        None => Err(problems),
+        Some(manifest) => match gpuplan::spec::validate(&manifest, catalog) {
+            Ok(ok) if !problems.has_errors() => Ok(ok),
+            Ok((_, diags)) | Err(diags) => {
+                problems.extend(diags);
+                problems.sort();
+                Err(problems)
+            }
+        },
+    };
     (sources, result)
 }
 
