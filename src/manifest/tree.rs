@@ -311,7 +311,28 @@ fn convert_yaml(text: &str, node: YamlNode) -> Node {
                 .collect(),
         ),
     };
+    let span = flow_extent(text, span, &value);
     Node { value, span }
+}
+
+/// A flow collection (`[a, b]`, `{k: v}`) spans up to its closing bracket, so that a label
+/// underlines all of it; block collections keep the span of their first token.
+fn flow_extent(text: &str, span: Range<usize>, value: &Value) -> Range<usize> {
+    let close = match (text.as_bytes().get(span.start), value) {
+        (Some(b'['), Value::Seq(_)) => b']',
+        (Some(b'{'), Value::Map(_)) => b'}',
+        _ => return span,
+    };
+    let last_child = match value {
+        Value::Seq(items) => items.iter().map(|n| n.span.end).max(),
+        Value::Map(entries) => entries.iter().map(|(k, v)| k.span.end.max(v.span.end)).max(),
+        _ => None,
+    };
+    let from = last_child.unwrap_or(span.start + 1).max(span.start + 1);
+    match text.as_bytes().get(from..).and_then(|rest| rest.iter().position(|b| *b == close)) {
+        Some(i) => span.start..from + i + 1,
+        None => span,
+    }
 }
 
 fn yaml_error(file: FileId, source: &SourceFile, err: &serde_saphyr::Error) -> Diagnostics {
