@@ -14,6 +14,7 @@ use crate::spec::Spec;
 pub struct Rejected;
 
 /// Reads a text file; failure is a tool error (exit 2), not a diagnostic.
+/// (The manifest is read as bytes instead: text that is not UTF-8 is a diagnostic there.)
 pub fn read_text(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read `{}`", path.display()))
 }
@@ -88,31 +89,108 @@ pub fn load_catalog_checked(
 
 /// Reads, parses and validates a manifest. On problems, reports them and returns `Err(Rejected)`
 /// inside `Ok`; tool failures are `Err`.
+///
+/// Measured-point files that models reference (`demand.measurements`, relative to the manifest)
+/// are read here, parsed with [`crate::profiles::parse_csv`] and handed to validation inside the
+/// manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
+/// manifest is a tool failure (exit 2).
 pub fn load_spec(
     ctx: &Ctx,
     args: &ManifestArgs,
 ) -> anyhow::Result<Result<(Sources, Catalog, Spec), Rejected>> {
+    Ok(match load_spec_quietly(ctx, args)? {
+        Ok((sources, catalog, spec, warnings)) => {
+            report(ctx, &sources, &warnings)?;
+            Ok((sources, catalog, spec))
+        }
+        Err(rejected) => Err(rejected),
+    })
+}
+
+/// [`load_spec`], but the warnings of a valid manifest are returned instead of reported (errors
+/// are still reported), for commands that print one combined result.
+pub fn load_spec_quietly(
+    ctx: &Ctx,
+    args: &ManifestArgs,
+) -> anyhow::Result<Result<(Sources, Catalog, Spec, Diagnostics), Rejected>> {
     let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
         return Ok(Err(Rejected));
     };
-    let text = read_text(&args.manifest)?;
+    let bytes = std::fs::read(&args.manifest)
+        .with_context(|| format!("cannot read `{}`", args.manifest.display()))?;
     let mut sources = Sources::new();
     let name = args.manifest.display().to_string();
-    let manifest = match crate::manifest::parse(&mut sources, &name, &text) {
-        Ok(m) => m,
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
+    // Text that is not UTF-8 is the user's mistake (exit 1), not the tool's.
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => {
+            let offset = err.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(err.as_bytes()).into_owned();
+            let file = sources.add(&name, lossy);
+            let diag = crate::diagnostics::Diagnostic::error(
+                crate::diagnostics::codes::SYNTAX,
+                "the manifest is not UTF-8 text",
+            )
+            .at(crate::diagnostics::Span::new(file, offset..offset), "first byte that is not UTF-8")
+            .with_help("save the file as UTF-8");
+            report(ctx, &sources, &Diagnostics::from_iter([diag]))?;
             return Ok(Err(Rejected));
         }
     };
+    let (manifest, mut problems) = crate::manifest::parse_recovering(&mut sources, &name, &text);
+    let Some(mut manifest) = manifest else {
+        report(ctx, &sources, &problems)?;
+        return Ok(Err(Rejected));
+    };
+    problems.extend(load_measurements(&mut manifest, &args.manifest, &mut sources));
     match crate::spec::validate(&manifest, &catalog) {
-        Ok((spec, warnings)) => {
-            report(ctx, &sources, &warnings)?;
-            Ok(Ok((sources, catalog, spec)))
-        }
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
+        Ok((spec, warnings)) if !problems.has_errors() => Ok(Ok((sources, catalog, spec, warnings))),
+        Ok((_, diags)) | Err(diags) => {
+            problems.extend(diags);
+            problems.sort();
+            report(ctx, &sources, &problems)?;
             Ok(Err(Rejected))
         }
     }
+}
+
+/// Reads every measurements file the manifest references into `manifest.measurements`.
+fn load_measurements(
+    manifest: &mut crate::manifest::Manifest,
+    path: &Path,
+    sources: &mut Sources,
+) -> Diagnostics {
+    use crate::diagnostics::{Diagnostic, codes};
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut diags = Diagnostics::new();
+    let references: Vec<_> =
+        manifest.models.iter().filter_map(|m| m.demand.as_ref()?.measurements.clone()).collect();
+    for reference in references {
+        if manifest.measurements.contains_key(&reference.value) {
+            continue;
+        }
+        let file = base.join(&reference.value);
+        let points = match std::fs::read_to_string(&file) {
+            Ok(text) => match crate::profiles::parse_csv(sources, &file.display().to_string(), &text) {
+                Ok(points) => points,
+                Err(d) => {
+                    diags.extend(d);
+                    Vec::new()
+                }
+            },
+            Err(err) => {
+                diags.push(
+                    Diagnostic::error(
+                        codes::MISSING_MEASUREMENTS,
+                        format!("cannot read measurements file `{}`: {err}", file.display()),
+                    )
+                    .at(reference.span.clone(), "referenced here")
+                    .with_help("the path is relative to the manifest's folder"),
+                );
+                Vec::new()
+            }
+        };
+        manifest.measurements.insert(reference.value.clone(), points);
+    }
+    diags
 }

@@ -5,13 +5,18 @@
 //! milliseconds), defaults applied, and every cross-reference checked — or all the problems found,
 //! as diagnostics. Only [`validate`] builds a `Spec`.
 
+pub mod names;
+pub mod units;
 mod validate;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use validate::validate;
+pub use validate::{
+    DEFAULT_ADMISSION_FACTOR, DEFAULT_MAX_TIME_SLICING_REPLICAS, DEFAULT_MEMORY_HEADROOM, DEFAULT_NAMESPACE,
+    DEFAULT_OPERATOR_NAMESPACE, DEFAULT_TIME_SLICING_EFFICIENCY, validate,
+};
 
 use crate::diagnostics::Span;
 
@@ -40,11 +45,15 @@ pub struct Cluster {
     pub output: OutputOptions,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// How the device plugin advertises MIG devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MigStrategy {
+    /// One resource per MIG profile (`nvidia.com/mig-3g.40gb`); profiles may differ on a node.
     Mixed,
+    /// All GPUs of a node cut alike and advertised as `nvidia.com/gpu`.
     Single,
+    /// MIG devices are not advertised.
     None,
 }
 
@@ -219,7 +228,8 @@ pub struct MeasuredPoint {
     pub latency_ms: f64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// How a model's replicas may share a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Isolation {
     /// A MIG instance or a whole GPU: memory and fault isolation.
@@ -230,11 +240,15 @@ pub enum Isolation {
     Dedicated,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// Where a model's replicas must not share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Spread {
+    /// Anywhere.
     None,
+    /// Every replica on a different GPU.
     Gpu,
+    /// Every replica on a different node.
     Node,
 }
 
@@ -254,7 +268,7 @@ pub struct Policy {
     pub llm_never_time_sliced: bool,
     /// Most time-slicing replicas per device.
     pub max_time_slicing_replicas: u32,
-    /// Fraction of memory kept free on every device (0.0–0.5), default 0.05... see docs/manifest.md.
+    /// Fraction of memory kept free on every device (0.0–0.5), default 0.02 (docs/manifest.md).
     pub memory_headroom: f64,
     /// Share of a GPU's compute that time-sliced tenants can use together (context switching costs the rest).
     pub time_slicing_efficiency: f64,

@@ -7,5 +7,6 @@ mod docs;
 mod emit;
 mod fixtures_plans;
 mod lint;
+mod manifest;
 mod profiles;
 mod tools;

@@ -1,0 +1,517 @@
+//! The raw manifest types: the file's structure, every value with its span.
+//!
+//! These types mirror `gpuplan.yaml` field by field. Quantities are still strings (`10GiB`,
+//! `300ms`, `40rps`), integers are wide enough to hold any value the user typed, and optional
+//! fields are `None` when absent. Doc comments here are the user reference: they become the JSON
+//! Schema descriptions (`schemas/gpuplan.schema.json`) and are copied into `docs/manifest.md`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+
+use crate::diagnostics::{FileId, Span};
+use crate::spec::{Isolation, MeasuredPoint, MigStrategy, Spread};
+
+/// The one `apiVersion` this gpuplan reads.
+pub const API_VERSION: &str = "gpuplan.io/v1alpha1";
+/// The one `kind` this gpuplan reads.
+pub const KIND: &str = "GpuPlan";
+
+/// A value with the place it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sp<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Sp<T> {
+    pub fn new(value: T, span: Span) -> Self {
+        Self { value, span }
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Sp<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
+    }
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+}
+
+/// A mapping from names to values, in the order written, with the span of every key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpMap<V>(pub Vec<(Sp<String>, V)>);
+
+impl<V: JsonSchema> JsonSchema for SpMap<V> {
+    fn schema_name() -> Cow<'static, str> {
+        BTreeMap::<String, V>::schema_name()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        BTreeMap::<String, V>::json_schema(generator)
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// A gpuplan manifest: the models to serve and the GPUs they may use.
+///
+/// Start a YAML file with `# yaml-language-server: $schema=<path or URL of gpuplan.schema.json>`
+/// for completion and checks in editors.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields, title = "GpuPlan")]
+pub struct Manifest {
+    /// Version of the manifest format: `gpuplan.io/v1alpha1`.
+    #[schemars(schema_with = "api_version_schema")]
+    pub api_version: Sp<String>,
+    /// Always `GpuPlan`.
+    #[schemars(schema_with = "kind_schema")]
+    pub kind: Sp<String>,
+    pub metadata: Metadata,
+    /// Cluster-wide settings: namespaces, MIG strategy, time-slicing options, outputs.
+    pub cluster: Option<Cluster>,
+    /// The GPUs the models may use, as pools of identical nodes.
+    pub inventory: Inventory,
+    /// Values every model inherits unless it sets them itself.
+    pub defaults: Option<ModelDefaults>,
+    /// Planning policies.
+    pub policy: Option<Policy>,
+    /// The models to serve. Each becomes one Kubernetes Deployment.
+    pub models: Vec<Model>,
+    /// The file the manifest was read from.
+    #[schemars(skip)]
+    pub file: Option<FileId>,
+    /// Where the whole document is.
+    #[schemars(skip)]
+    pub span: Option<Span>,
+    /// Measured points loaded from the files that models reference (`demand.measurements`),
+    /// keyed by the path as written in the manifest. Filled by the command layer, never by the
+    /// parser: stages do no IO.
+    #[schemars(skip)]
+    pub measurements: BTreeMap<String, Vec<MeasuredPoint>>,
+}
+
+/// Names the plan.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metadata {
+    /// Name of the plan: a DNS-1123 label (lowercase letters, digits and `-`, at most 63
+    /// characters). It prefixes generated ConfigMap and layout names.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub name: Sp<String>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Cluster-wide settings.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    /// Namespace of the workloads (Deployments, PodDisruptionBudgets). Default `default`.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub namespace: Option<Sp<String>>,
+    /// Namespace where the NVIDIA GPU Operator runs; its ConfigMaps go there. Default
+    /// `gpu-operator`.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub operator_namespace: Option<Sp<String>>,
+    /// How MIG devices are advertised: `mixed` (one resource per profile, the only strategy that
+    /// allows different profiles on one node), `single` or `none`. Default `mixed`.
+    pub mig_strategy: Option<Sp<MigStrategy>>,
+    /// Options of the device plugin's time-slicing configuration.
+    pub time_slicing: Option<TimeSlicing>,
+    /// Which artefacts the bundle contains.
+    pub output: Option<Output>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Options of the device plugin's time-slicing configuration.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimeSlicing {
+    /// Advertise time-sliced devices as `<resource>.shared` (for example `nvidia.com/gpu.shared`)
+    /// so that a pod cannot mistake a share for a whole GPU. Default `true`.
+    pub rename_by_default: Option<Sp<bool>>,
+    /// Fail pods that request more than one share of a time-sliced resource (more shares buy no
+    /// more compute). Default `true`.
+    pub fail_requests_greater_than_one: Option<Sp<bool>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Which artefacts the bundle contains beyond the always-present ones.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Output {
+    /// Write a ClusterPolicy patch that selects the generated ConfigMaps. Default `true`.
+    pub cluster_policy_patch: Option<Sp<bool>>,
+    /// Write GPU Operator Helm values that select the generated ConfigMaps. Default `true`.
+    pub helm_values: Option<Sp<bool>>,
+    /// Also write an Argo CD `Application` that syncs the bundle.
+    pub argocd: Option<ArgoCd>,
+    /// Also write a Flux `Kustomization` that syncs the bundle.
+    pub flux: Option<Flux>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// An Argo CD `Application` for the bundle.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArgoCd {
+    /// URL of the Git repository that holds the bundle.
+    pub repo_url: Sp<String>,
+    /// Path of the bundle inside the repository.
+    pub path: Sp<String>,
+    /// Branch, tag or commit to sync. Default `HEAD`.
+    pub target_revision: Option<Sp<String>>,
+    /// Namespace of Argo CD. Default `argocd`.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub namespace: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A Flux `Kustomization` for the bundle.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Flux {
+    /// Name of the Flux `GitRepository` source that holds the bundle.
+    pub source_name: Sp<String>,
+    /// Path of the bundle inside the source.
+    pub path: Sp<String>,
+    /// Namespace of Flux. Default `flux-system`.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub namespace: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// The GPUs the models may use.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Inventory {
+    /// Pools of identical GPU nodes.
+    pub pools: Vec<Pool>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A pool of identical GPU nodes: existing named nodes, or an autoscaled group.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pool {
+    /// Name of the pool: a DNS-1123 label, unique in the inventory.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub name: Sp<String>,
+    /// Catalog id of the pool's GPU, such as `A100-SXM4-80GB` (`gpuplan catalog list`).
+    pub gpu: Sp<String>,
+    /// GPUs in each node of the pool.
+    #[schemars(range(min = 1, max = 16))]
+    pub gpus_per_node: Sp<i128>,
+    /// Kubernetes names of the pool's nodes. Give either `nodes` or `count`.
+    pub nodes: Option<Vec<Sp<String>>>,
+    /// Number of nodes of an autoscaled pool: a fixed number or `{min, max}`. Its nodes are
+    /// labelled through their node template. Give either `nodes` or `count`.
+    pub count: Option<NodeCount>,
+    /// Labels that select the pool's nodes; workloads placed here get them as node affinity.
+    pub node_selector: Option<SpMap<Sp<String>>>,
+    /// Taints on the pool's nodes; workloads placed here tolerate them.
+    pub taints: Option<Vec<Taint>>,
+    /// Cost of one GPU for one hour, in any currency; used to prefer cheaper pools.
+    #[schemars(range(min = 0.0))]
+    pub cost_per_gpu_hour: Option<Sp<f64>>,
+    /// The layout the pool runs today, per node, so that re-planning can avoid draining nodes.
+    pub current: Option<Vec<CurrentNode>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// How many nodes an autoscaled pool has: a fixed number, or a range.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(untagged)]
+pub enum NodeCount {
+    /// Exactly this many nodes.
+    Fixed(#[schemars(range(min = 1))] Sp<i128>),
+    /// Between `min` and `max` nodes.
+    Range(CountRange),
+}
+
+/// Between `min` and `max` nodes.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CountRange {
+    /// Fewest nodes. Default 0.
+    #[schemars(range(min = 0))]
+    pub min: Option<Sp<i128>>,
+    /// Most nodes; the plan never uses more.
+    #[schemars(range(min = 1))]
+    pub max: Sp<i128>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A Kubernetes taint.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    pub key: Sp<String>,
+    pub value: Option<Sp<String>>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    #[schemars(extend("enum" = ["NoSchedule", "PreferNoSchedule", "NoExecute"]))]
+    pub effect: Sp<String>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// One node's layout today.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CurrentNode {
+    /// Kubernetes name of the node (one of the pool's `nodes`).
+    pub node: Sp<String>,
+    /// Per GPU, the MIG profiles it is cut into (NVML names such as `3g.40gb`); an empty list is
+    /// a GPU with MIG disabled.
+    pub gpus: Vec<Vec<Sp<String>>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Values every model inherits unless it sets them itself.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelDefaults {
+    /// Default isolation. Built-in default `hardware`.
+    pub isolation: Option<Sp<Isolation>>,
+    /// Default spread. Built-in default `none`.
+    pub spread: Option<Sp<Spread>>,
+    /// Default compute share. Built-in default `0.1`, or `1` for models with `gpus`.
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
+    pub compute: Option<Sp<f64>>,
+    /// Default priority. Built-in default `0`.
+    pub priority: Option<Sp<i128>>,
+    /// Default pools.
+    pub pools: Option<Vec<Sp<String>>>,
+    /// Default GPU types.
+    pub gpu_types: Option<Vec<Sp<String>>>,
+    /// Environment variables every model gets (a model's own `env` wins per name).
+    pub env: Option<SpMap<Sp<String>>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Planning policies.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Policy {
+    /// Models of class `llm` are never time-sliced (a shared LLM's latency follows its
+    /// neighbours' load). Default `true`.
+    pub llm_never_time_sliced: Option<Sp<bool>>,
+    /// Most time-slicing replicas of one device. Default `4`.
+    #[schemars(range(min = 1, max = 64))]
+    pub max_time_slicing_replicas: Option<Sp<i128>>,
+    /// Fraction of every device's memory kept free (allocator slack, fragmentation), from 0 to
+    /// 0.5. Default `0.02`.
+    #[schemars(range(min = 0.0, max = 0.5))]
+    pub memory_headroom: Option<Sp<f64>>,
+    /// Share of a GPU's compute that time-sliced tenants get together, the rest being lost to
+    /// context switches. Default `0.76` (NVIDIA's voice-pipeline measurement: 0.76 requests/s per
+    /// GPU with time-slicing against 1.00 with MIG).
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
+    pub time_slicing_efficiency: Option<Sp<f64>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Whether a model counts as an LLM for policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(rename_all = "lowercase")]
+pub enum ModelClass {
+    /// A large language model: never time-sliced under `policy.llmNeverTimeSliced`.
+    Llm,
+    /// Any other model (ASR, TTS, embeddings, guardrails…).
+    Small,
+}
+
+/// A model to serve: one Kubernetes Deployment.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Model {
+    /// Name of the model: a DNS-1123 label, unique in the manifest. It names the Deployment.
+    #[schemars(extend("pattern" = DNS_LABEL_PATTERN), length(max = 63))]
+    pub name: Sp<String>,
+    /// Container image, such as `nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0`.
+    pub image: Sp<String>,
+    /// Container entrypoint, passed through to the Deployment.
+    pub command: Option<Vec<Sp<String>>>,
+    /// Container arguments, passed through to the Deployment.
+    pub args: Option<Vec<Sp<String>>>,
+    /// Environment variables, passed through to the Deployment.
+    pub env: Option<SpMap<Sp<String>>>,
+    /// Container ports, passed through to the Deployment.
+    pub ports: Option<Vec<Port>>,
+    /// `llm` or `small` (default): LLMs fall under `policy.llmNeverTimeSliced`.
+    pub class: Option<Sp<ModelClass>>,
+    /// Device memory one replica needs, CUDA context included: `10GiB`, `9600MiB`, `12GB`
+    /// (`GB` and `MB` are decimal: 1GB = 10^9 bytes).
+    #[schemars(extend("pattern" = MEMORY_PATTERN))]
+    pub memory: Sp<String>,
+    /// Share of one full GPU's SMs that one replica needs at its target load, above 0 and at most
+    /// 1. Default from `defaults.compute`.
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
+    pub compute: Option<Sp<f64>>,
+    /// Fixed number of replicas. Give either `replicas` or `demand`; default 1.
+    #[schemars(range(min = 1, max = 100000))]
+    pub replicas: Option<Sp<i128>>,
+    /// A request rate to cover with measured throughput; gpuplan picks the replicas and their
+    /// sizes. Give either `replicas` or `demand`.
+    pub demand: Option<Demand>,
+    /// `hardware` (a MIG instance or a whole GPU), `shared` (time-slicing allowed) or
+    /// `dedicated` (whole GPUs only). Default from `defaults.isolation`, else `hardware`.
+    pub isolation: Option<Sp<Isolation>>,
+    /// Whole GPUs per replica, all on one node (tensor-parallel models). Absent: a fraction of one
+    /// GPU is enough.
+    #[schemars(range(min = 1, max = 16))]
+    pub gpus: Option<Sp<i128>>,
+    /// Latency objective and the latency measured on a whole, unshared GPU.
+    pub latency: Option<Latency>,
+    /// Put replicas on distinct GPUs (`gpu`) or nodes (`node`), or anywhere (`none`, default).
+    pub spread: Option<Sp<Spread>>,
+    /// Catalog GPU ids the model may use. Default: all.
+    pub gpu_types: Option<Vec<Sp<String>>>,
+    /// Pools the model may use. Default: all.
+    pub pools: Option<Vec<Sp<String>>>,
+    /// Higher priority models are placed first when GPUs run short. Default 0.
+    pub priority: Option<Sp<i128>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A container port.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Port {
+    /// Port name: an IANA service name (at most 15 lowercase letters, digits and `-`).
+    #[schemars(length(max = 15))]
+    pub name: Sp<String>,
+    /// Port number, 1 to 65535.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Sp<i128>,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    #[schemars(extend("enum" = ["TCP", "UDP", "SCTP"]))]
+    pub protocol: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A request-rate demand and the measurements that size it (the MIG-serving / ParvaGPU form).
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Demand {
+    /// Requests per second to serve: `40rps` (or per minute: `600rpm`).
+    #[schemars(extend("pattern" = RATE_PATTERN))]
+    pub rate: Sp<String>,
+    /// A measured point is usable only if its latency is below `admissionFactor × latency.p99`.
+    /// Default `0.45` (ParvaGPU's rule).
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
+    pub admission_factor: Option<Sp<f64>>,
+    /// Fewest replicas, whatever the rate. Default 1.
+    #[schemars(range(min = 1, max = 100000))]
+    pub min_replicas: Option<Sp<i128>>,
+    /// Measured operating points, written inline.
+    pub points: Option<Vec<Point>>,
+    /// A CSV file of measured points, relative to the manifest (format: `docs/measurements.md`).
+    pub measurements: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// One measured operating point: the rate one replica sustains on one device size.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Point {
+    /// Catalog GPU id the measurement was taken on.
+    pub gpu: Sp<String>,
+    /// MIG profile name as NVML prints it (`3g.40gb`), or `whole` for a whole GPU.
+    pub profile: Sp<String>,
+    /// Batch size of the measurement. Default 1.
+    #[schemars(range(min = 1))]
+    pub batch_size: Option<Sp<i128>>,
+    /// Processes sharing the device during the measurement (MPS); default 1 (alone).
+    #[schemars(range(min = 1))]
+    pub processes: Option<Sp<i128>>,
+    /// Requests per second one replica sustains (a plain number: the unit is in the name).
+    #[schemars(extend("exclusiveMinimum" = 0.0))]
+    pub rps: Sp<f64>,
+    /// Latency of one batch, such as `120ms`.
+    #[schemars(extend("pattern" = DURATION_PATTERN))]
+    pub latency: Sp<String>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A latency objective.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Latency {
+    /// 99th-percentile latency objective of one request: `300ms`, `1.5s`.
+    #[schemars(extend("pattern" = DURATION_PATTERN))]
+    pub p99: Sp<String>,
+    /// Latency of one request measured on a whole, unshared GPU: the floor any partition adds to.
+    #[schemars(extend("pattern" = DURATION_PATTERN))]
+    pub baseline: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A DNS-1123 label (Kubernetes object names and label values).
+pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A memory size: a decimal number and a unit.
+pub const MEMORY_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(KiB|MiB|GiB|TiB|KB|MB|GB|TB)$";
+/// A duration: a decimal number and a unit.
+pub const DURATION_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(us|ms|s|m)$";
+/// A request rate: a decimal number and a unit.
+pub const RATE_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(rps|rpm)$";
+
+fn api_version_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": API_VERSION })
+}
+
+fn kind_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": KIND })
+}
+
+/// The manifest's JSON Schema, pretty-printed with a trailing newline (what `gpuplan schema`
+/// prints and `schemas/gpuplan.schema.json` holds).
+pub fn schema_json() -> String {
+    let mut schema = schemars::schema_for!(Manifest);
+    schema.insert("$id".into(), "https://gpuplan.io/schemas/v1alpha1/gpuplan.schema.json".into());
+    let mut value = schema.to_value();
+    drop_integer_formats(&mut value);
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Removes `"format": "int128"` (schemars' name for the raw integers' Rust type): it is no JSON
+/// Schema format, and editors would show it to users.
+fn drop_integer_formats(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("format").and_then(|f| f.as_str()) == Some("int128") {
+                map.remove("format");
+            }
+            map.values_mut().for_each(drop_integer_formats);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
+        _ => {}
+    }
+}
