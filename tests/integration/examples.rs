@@ -1,13 +1,13 @@
 //! Every example under `examples/` compiles end to end through the real binary, and the seed's
 //! voice pipeline compiles to the two-GPU bundle the product exists for.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::cli::gpuplan;
+use crate::emit::tree;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -24,23 +24,6 @@ fn examples() -> Vec<PathBuf> {
 
 fn run(args: &[&str]) -> std::process::Output {
     gpuplan().args(args).current_dir(ROOT).output().expect("runs gpuplan")
-}
-
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in fs::read_dir(&d).expect("readable dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(dir).expect("inside").to_string_lossy().into_owned();
-                files.insert(rel, fs::read(&path).expect("readable file"));
-            }
-        }
-    }
-    files
 }
 
 fn compile(manifest: &Path, out: &Path) {
