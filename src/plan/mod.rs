@@ -8,7 +8,15 @@
 //! Invariants: deterministic (same bytes for the same input, whatever its order); every MIG
 //! layout in a plan passed [`crate::catalog::layout::validate`]; solver types never leave this module.
 
+mod assign;
+mod build;
+mod infeasible;
 pub mod latency;
+mod layouts;
+mod milp;
+mod problem;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 
@@ -17,6 +25,7 @@ use serde::Serialize;
 use crate::catalog::Catalog;
 use crate::catalog::layout::PlacedInstance;
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::plan::milp::{Goal, MilpError};
 use crate::spec::Spec;
 
 /// The output of planning.
@@ -162,7 +171,63 @@ pub struct Quality {
 }
 
 /// Plans a spec. Returns the plan, or diagnostics explaining why no plan exists.
+///
+/// Steps: build the problem (every model's admissible options), reject models that no device
+/// can serve, run first-fit-decreasing (the floor), solve the MILP with the first-fit cost as an
+/// upper bound, decompose its counts to nodes and GPUs, keep whichever is cheaper (ties go to
+/// the MILP), compute the LP lower bound, and build the plan. When nothing fits, re-solve with
+/// the pools' node counts relaxed to name the smallest inventory addition.
 pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
-    let _ = (spec, catalog);
-    Err(Diagnostics::from_iter([Diagnostic::error(codes::INVALID_VALUE, "the planner is not written yet")]))
+    let problem = problem::build(spec, catalog);
+    let diags = infeasible::unservable(&problem);
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    let ffd = assign::ffd(&problem);
+    let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
+    let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
+    let solved = milp::solve(&problem, Goal::Plan { cost_bound: ffd_cost });
+    let (assignment, method) = match (solved, ffd) {
+        (Ok(r), ffd) => {
+            let optimal = r.optimal;
+            match (assign::decompose(&problem, &r.counts, &r.replicas), ffd) {
+                (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
+                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned())
+                }
+                (Some(a), _) => (
+                    a,
+                    format!(
+                        "placed by the MILP optimiser ({}{})",
+                        milp::solver_name(),
+                        if optimal { ", proven optimal" } else { ", search limit reached" }
+                    ),
+                ),
+                (None, Some(f)) => {
+                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned())
+                }
+                (None, None) => {
+                    return Err(Diagnostics::from_iter([Diagnostic::error(
+                        codes::PLANNER_FAILED,
+                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                    )
+                    .with_help("this is a planner limitation; please report it with the manifest")]));
+                }
+            }
+        }
+        (Err(MilpError::Solver(e)), Some(f)) => {
+            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"))
+        }
+        (Err(MilpError::Infeasible), Some(f)) => {
+            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned())
+        }
+        (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
+    };
+    let lp = match milp::solve(&problem, Goal::Bound) {
+        Ok(r) => (r.objective - 1e-6).ceil().max(0.0) as u32,
+        Err(_) => 0,
+    };
+    let lower_bound = lp.max(infeasible::size_bound(&problem));
+    let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
+    build::build(&problem, &assignment, &figures)
+        .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
 }
