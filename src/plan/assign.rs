@@ -318,8 +318,15 @@ pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
                     return None;
                 }
                 let n = ((rps / per - 1e-9).ceil().max(0.0) as u32).max(min_replicas);
+                // Any device at least as fast will do for these replicas, smallest first.
+                let mut alts: Vec<&crate::plan::problem::Opt> =
+                    opts.iter().copied().filter(|o| o.rps.is_some_and(|r| r >= per)).collect();
+                alts.sort_by(|x, y| {
+                    x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+                });
+                let choices: Vec<(usize, Kind)> = alts.iter().map(|o| (o.pool, o.kind)).collect();
                 for _ in 0..n {
-                    items.push((best.size, m, vec![(best.pool, best.kind)]));
+                    items.push((best.size, m, choices.clone()));
                 }
             }
         }

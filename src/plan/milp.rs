@@ -22,19 +22,20 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use good_lp::{
-    Constraint, Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, variable,
-};
+use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
 use crate::plan::assign::PoolCounts;
-use crate::plan::problem::{Kind, Need, Problem};
+use crate::plan::problem::{Kind, Need, Opt, Problem};
 use crate::spec::Spread;
+
+/// Whether the objective counts distinct configs (needs binaries; HiGHS only).
+const WITH_CONFIG_COUNT: bool = cfg!(feature = "highs");
 
 /// What to optimise.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Goal {
     /// The real plan: integers, full objective, optional upper bound on the weighted cost.
-    Plan { cost_bound: Option<f64> },
+    Plan { cost_bound: Option<f64>, gpu_floor: Option<f64> },
     /// The LP relaxation, minimising GPUs: a lower bound.
     Bound,
     /// Capacity relaxed by extra nodes per pool; minimise the GPUs added.
@@ -69,9 +70,110 @@ struct PoolVars {
     extra: Option<Variable>,
 }
 
+/// A column group of the program: one rate model, one spread model, or all fixed-demand models
+/// that share exactly the same options (their replicas are interchangeable, so one set of
+/// integer variables serves them all; this keeps the program small for thousands of models).
+struct Col<'p> {
+    members: Vec<usize>,
+    need: Need,
+    options: &'p [Opt],
+    spread: Spread,
+}
+
+fn columns<'p>(problem: &'p Problem<'_>) -> Vec<Col<'p>> {
+    let mut cols: Vec<Col<'p>> = Vec::new();
+    let mut by_key: BTreeMap<Vec<(usize, Kind)>, usize> = BTreeMap::new();
+    for (mi, m) in problem.models.iter().enumerate() {
+        let Need::Replicas(n) = m.need else {
+            cols.push(Col {
+                members: vec![mi],
+                need: m.need.clone(),
+                options: &m.options,
+                spread: m.spec.spread,
+            });
+            continue;
+        };
+        if m.spec.spread != Spread::None {
+            cols.push(Col {
+                members: vec![mi],
+                need: m.need.clone(),
+                options: &m.options,
+                spread: m.spec.spread,
+            });
+            continue;
+        }
+        let key: Vec<(usize, Kind)> = m.options.iter().map(|o| (o.pool, o.kind)).collect();
+        match by_key.get(&key) {
+            Some(&ci) => {
+                if let Some(c) = cols.get_mut(ci) {
+                    c.members.push(mi);
+                    if let Need::Replicas(total) = &mut c.need {
+                        *total += n;
+                    }
+                }
+            }
+            None => {
+                by_key.insert(key, cols.len());
+                cols.push(Col {
+                    members: vec![mi],
+                    need: m.need.clone(),
+                    options: &m.options,
+                    spread: Spread::None,
+                });
+            }
+        }
+    }
+    cols
+}
+
+/// Splits a column's replica counts per option among its member models: each model, largest
+/// first, takes the option with the least room that still holds all its replicas (so that most
+/// models get a single resource), else fills options in order.
+fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(usize, usize, u32)> {
+    if col.members.len() == 1 {
+        return col
+            .members
+            .iter()
+            .flat_map(|&m| counts.iter().enumerate().map(move |(oi, &n)| (m, oi, n)))
+            .collect();
+    }
+    let mut left = counts.to_vec();
+    let mut members: Vec<(usize, u32)> = col
+        .members
+        .iter()
+        .map(|&m| {
+            (m, if let Some(Need::Replicas(n)) = problem.models.get(m).map(|x| &x.need) { *n } else { 0 })
+        })
+        .collect();
+    members.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut out = Vec::new();
+    for (m, need) in members {
+        let fit = (0..left.len()).filter(|&oi| left[oi] >= need).min_by_key(|&oi| (left[oi], oi));
+        if let Some(oi) = fit {
+            left[oi] -= need;
+            out.push((m, oi, need));
+            continue;
+        }
+        let mut rest = need;
+        for (oi, l) in left.iter_mut().enumerate() {
+            if rest == 0 {
+                break;
+            }
+            let take = rest.min(*l);
+            if take > 0 {
+                *l -= take;
+                rest -= take;
+                out.push((m, oi, take));
+            }
+        }
+    }
+    out
+}
+
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, MilpError> {
     let integer = goal != Goal::Bound;
+    let cols = columns(problem);
     let mut vars = ProblemVariables::new();
     let mut cons: Vec<Constraint> = Vec::new();
     let mut objective = Expression::from(0.0);
@@ -99,9 +201,9 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
 
     // Replica variables.
     let mut y: Vec<Vec<Variable>> = Vec::new();
-    for mc in &problem.models {
+    for mc in &cols {
         let mut row = Vec::new();
-        for o in &mc.options {
+        for o in mc.options {
             let ub = match mc.need {
                 Need::Replicas(n) => f64::from(n),
                 Need::Rate { rps, min_replicas } => {
@@ -121,7 +223,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         let unbounded = goal == Goal::Extend;
         let gcap = if unbounded { f64::INFINITY } else { cap };
         let has = |f: &dyn Fn(Kind) -> bool| {
-            problem.models.iter().any(|m| m.options.iter().any(|o| o.pool == pi && f(o.kind)))
+            cols.iter().any(|m| m.options.iter().any(|o| o.pool == pi && f(o.kind)))
         };
         let any_mig = has(&|k| matches!(k, Kind::Mig(_)));
         let g: Vec<Variable> = if any_mig {
@@ -140,8 +242,8 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         });
         let mut t = BTreeMap::new();
         let mut zt = BTreeMap::new();
-        for m in &problem.models {
-            for o in &m.options {
+        for m in &cols {
+            for o in m.options {
                 if o.pool == pi
                     && let Kind::TimeSliced(k) = o.kind
                     && !t.contains_key(&k)
@@ -168,7 +270,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
     }
 
     // Demand.
-    for (mi, mc) in problem.models.iter().enumerate() {
+    for (mi, mc) in cols.iter().enumerate() {
         if matches!(goal, Goal::Plan { .. }) {
             for (oi, o) in mc.options.iter().enumerate() {
                 let shared = if matches!(o.kind, Kind::TimeSliced(_)) { 1.0 } else { 0.0 };
@@ -211,7 +313,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
             for q in 0..p.profiles.len() {
                 let mut demand = Expression::from(0.0);
                 let mut any = false;
-                for (mi, mc) in problem.models.iter().enumerate() {
+                for (mi, mc) in cols.iter().enumerate() {
                     for (oi, o) in mc.options.iter().enumerate() {
                         if o.pool == pi && o.kind == Kind::Mig(q) {
                             demand += y[mi][oi];
@@ -235,7 +337,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         if let (Some(w), Some(zw)) = (v.w, v.zw) {
             let mut demand = Expression::from(0.0);
             let mut sizes: Vec<u32> = Vec::new();
-            for (mi, mc) in problem.models.iter().enumerate() {
+            for (mi, mc) in cols.iter().enumerate() {
                 for (oi, o) in mc.options.iter().enumerate() {
                     if o.pool == pi
                         && let Kind::Whole(n) = o.kind
@@ -251,7 +353,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
             cons.push(constraint!(w <= gpn * zw));
             for &n in &sizes {
                 let mut big_ones = Expression::from(0.0);
-                for (mi, mc) in problem.models.iter().enumerate() {
+                for (mi, mc) in cols.iter().enumerate() {
                     for (oi, o) in mc.options.iter().enumerate() {
                         if o.pool == pi && matches!(o.kind, Kind::Whole(s) if s >= n) {
                             big_ones += y[mi][oi];
@@ -263,7 +365,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         }
         for (&k, &t) in &v.t {
             let mut demand = Expression::from(0.0);
-            for (mi, mc) in problem.models.iter().enumerate() {
+            for (mi, mc) in cols.iter().enumerate() {
                 for (oi, o) in mc.options.iter().enumerate() {
                     if o.pool == pi && o.kind == Kind::TimeSliced(k) {
                         demand += y[mi][oi];
@@ -289,21 +391,32 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
             objective += gpn * p.weight * e;
         }
         // Spread.
-        for (mi, mc) in problem.models.iter().enumerate() {
+        for (mi, mc) in cols.iter().enumerate() {
             let in_pool: Vec<usize> = (0..mc.options.len()).filter(|&oi| mc.options[oi].pool == pi).collect();
             if in_pool.is_empty() {
                 continue;
             }
-            match mc.spec.spread {
+            match mc.spread {
                 Spread::None => {}
                 Spread::Gpu => {
                     let mut mig = Expression::from(0.0);
                     let mut any = false;
                     for &oi in &in_pool {
                         match mc.options[oi].kind {
-                            Kind::Mig(_) => {
+                            Kind::Mig(q) => {
                                 mig += y[mi][oi];
                                 any = true;
+                                // At most one replica per GPU that has a `q` instance at all.
+                                let mut holders = Expression::from(0.0);
+                                for (l, layout) in p.layouts.iter().enumerate() {
+                                    if layout.counts.get(q).is_some_and(|&c| c > 0)
+                                        && let Some(&g) = v.g.get(l)
+                                    {
+                                        holders += g;
+                                    }
+                                }
+                                let yv = y[mi][oi];
+                                cons.push(constraint!(yv <= holders));
                             }
                             Kind::TimeSliced(k) => {
                                 if let Some(&t) = v.t.get(&k) {
@@ -365,14 +478,18 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
                     cons.push(constraint!(x <= big * b));
                     *obj += b;
                 };
-                for &g in &v.g {
-                    config(g, &mut vars, &mut cons, &mut objective);
-                }
-                if let Some(w) = v.w {
-                    config(w, &mut vars, &mut cons, &mut objective);
-                }
-                for &t in v.t.values() {
-                    config(t, &mut vars, &mut cons, &mut objective);
+                // The pure-Rust fallback's branch and bound does not cope with these big-M
+                // binaries; it plans without this objective level (documented in docs/planner.md).
+                if WITH_CONFIG_COUNT {
+                    for &g in &v.g {
+                        config(g, &mut vars, &mut cons, &mut objective);
+                    }
+                    if let Some(w) = v.w {
+                        config(w, &mut vars, &mut cons, &mut objective);
+                    }
+                    for &t in v.t.values() {
+                        config(t, &mut vars, &mut cons, &mut objective);
+                    }
                 }
                 // Stability: GPUs whose current MIG layout is no longer planned.
                 if !v.g.is_empty() {
@@ -396,8 +513,15 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
             }
         }
     }
-    if let Goal::Plan { cost_bound: Some(b) } = goal {
-        cons.push(constraint!(cost_expr <= b + 1e-6));
+    if let Goal::Plan { cost_bound, gpu_floor } = goal {
+        if let Some(b) = cost_bound {
+            cons.push(constraint!(cost_expr <= b + 1e-6));
+        }
+        // The rounded-up LP bound as a cut: the root relaxation then proves a plan with that
+        // many GPUs optimal at once, instead of branching to close a fractional gap.
+        if let Some(f) = gpu_floor.filter(|f| *f > 0.0) {
+            cons.push(constraint!(bound_gpus.clone() >= f));
+        }
     }
     if goal == Goal::Bound {
         objective = bound_gpus;
@@ -407,10 +531,19 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
     for row in &y {
         all_vars.extend(row.iter().copied());
     }
-    let values = run(vars, objective.clone(), cons, integer)?;
+    // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
+    // The objective is at most 1000 × the cost bound (+1 for the lower levels).
+    let scale = match goal {
+        Goal::Plan { cost_bound: Some(b), .. } => b + 1.0,
+        Goal::Plan { .. } => {
+            problem.pools.iter().map(|p| p.capacity_gpus() as f64 * p.weight).sum::<f64>() + 1.0
+        }
+        Goal::Bound | Goal::Extend => 0.0,
+    };
+    let (values, optimal) = run(vars, objective, cons, scale)?;
     let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
     let round = |x: f64| if x <= 0.0 { 0 } else { x.round() as u64 };
-    let mut res = MilpResult { optimal: true, ..Default::default() };
+    let mut res = MilpResult { optimal, ..Default::default() };
     res.objective = {
         let mut total = 0.0;
         for (pi, _) in problem.pools.iter().enumerate() {
@@ -433,56 +566,107 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         });
         res.extra_nodes.push(v.extra.map_or(0, |e| round(val(e))));
     }
-    for (mi, mc) in problem.models.iter().enumerate() {
-        for (oi, o) in mc.options.iter().enumerate() {
-            let n = round(val(y[mi][oi]));
-            if n > 0 {
-                *res.replicas.entry((mi, o.pool, o.kind)).or_insert(0) +=
-                    u32::try_from(n).unwrap_or(u32::MAX);
+    for (ci, col) in cols.iter().enumerate() {
+        let counts: Vec<u32> = (0..col.options.len())
+            .map(|oi| u32::try_from(round(val(y[ci][oi]))).unwrap_or(u32::MAX))
+            .collect();
+        for (mi, oi, n) in disaggregate(problem, col, &counts) {
+            if n > 0
+                && let Some(o) = col.options.get(oi)
+            {
+                *res.replicas.entry((mi, o.pool, o.kind)).or_insert(0) += n;
             }
         }
     }
     Ok(res)
 }
 
-/// Solves with the selected backend and returns every variable's value.
+/// Solves with the selected backend and returns every variable's value and whether the
+/// solver proved optimality.
 fn run(
     vars: ProblemVariables,
     objective: Expression,
     cons: Vec<Constraint>,
-    integer: bool,
-) -> Result<HashMap<Variable, f64>, MilpError> {
+    scale: f64,
+) -> Result<(HashMap<Variable, f64>, bool), MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     let unsolved = vars.minimise(objective);
-    let _ = integer;
     #[cfg(feature = "highs")]
-    let model = {
-        let mut m = unsolved.using(good_lp::solvers::highs::highs).set_threads(1);
-        // Deterministic and exact: one thread, fixed seed, no time limit, zero relative gap;
-        // a node limit (not a clock) bounds the search the same way on every machine.
-        m.set_option("random_seed", 0);
-        m.set_option("mip_rel_gap", 0.0);
-        m.set_option("mip_max_nodes", 200_000);
-        m.set_option("output_flag", false);
+    {
+        use good_lp::Solution as _;
+        // Deterministic: one thread, fixed seed, no time limit; a node limit (not a clock)
+        // bounds the search the same way on every machine. The relative gap keeps the cost
+        // exact (it is below half a GPU's weight) and lets the search stop before proving the
+        // lower objective levels optimal.
+        let mut m = unsolved
+            .using(good_lp::solvers::highs::highs)
+            .set_threads(1)
+            .set_option("random_seed", 0)
+            .set_option("mip_rel_gap", relative_gap(scale))
+            .set_option("mip_abs_gap", 1e-6)
+            .set_option("mip_max_nodes", HIGHS_NODE_LIMIT)
+            .set_option("output_flag", false);
         for c in cons {
             m.add_constraint(c);
         }
-        m
-    };
+        match m.solve() {
+            Ok(sol) => {
+                let optimal = matches!(sol.status(), good_lp::solvers::SolutionStatus::Optimal);
+                Ok((handles.into_iter().map(|v| (v, sol.value(v))).collect(), optimal))
+            }
+            Err(good_lp::ResolutionError::Infeasible) => Err(MilpError::Infeasible),
+            Err(e) => Err(MilpError::Solver(e.to_string())),
+        }
+    }
     #[cfg(not(feature = "highs"))]
-    let model = {
+    {
         let mut m = unsolved.using(good_lp::solvers::microlp::microlp);
         for c in cons {
             m.add_constraint(c);
         }
-        m
-    };
-    match model.solve() {
-        Ok(sol) => Ok(handles.into_iter().map(|v| (v, sol.value(v))).collect()),
-        Err(good_lp::ResolutionError::Infeasible) => Err(MilpError::Infeasible),
-        Err(e) => Err(MilpError::Solver(e.to_string())),
+        // microlp is called directly for its node limit (good_lp only exposes a clock limit).
+        // The relative gap keeps the cost exact (one GPU weighs 1000 in an objective of about
+        // 1000 × GPUs) and lets the solver stop before proving the tie-breaks optimal.
+        let mut options = microlp::SolveOptions::default();
+        options.node_limit = Some(MICROLP_NODE_LIMIT);
+        options.mip_gap = relative_gap(scale);
+        match m.as_inner().solve_with(options) {
+            Ok(outcome) => {
+                let optimal = outcome.is_optimal();
+                match outcome.into_solution() {
+                    Ok(sol) => {
+                        let values: Vec<f64> = sol.iter().map(|(_, v)| v).collect();
+                        let map = handles
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, v)| (v, values.get(i).copied().unwrap_or(0.0)))
+                            .collect();
+                        Ok((map, optimal))
+                    }
+                    Err(_) => {
+                        Err(MilpError::Solver("node limit reached before a feasible solution".to_owned()))
+                    }
+                }
+            }
+            Err(microlp::Error::Infeasible) => Err(MilpError::Infeasible),
+            Err(e) => Err(MilpError::Solver(e.to_string())),
+        }
     }
 }
+
+/// A relative MIP gap below half a GPU's weight (1000 per GPU in an objective of at most
+/// 1000 × `scale`), so that the number of GPUs is exact.
+fn relative_gap(scale: f64) -> f64 {
+    if scale > 0.0 { (0.4 / scale).min(0.01) } else { 0.0 }
+}
+
+/// Branch-and-bound nodes HiGHS may explore.
+#[cfg(feature = "highs")]
+const HIGHS_NODE_LIMIT: i32 = 50_000;
+
+/// Branch-and-bound nodes the pure-Rust fallback may explore.
+#[cfg(not(feature = "highs"))]
+const MICROLP_NODE_LIMIT: u64 = 5_000;
 
 /// Which solver this build uses, for reports.
 pub(crate) fn solver_name() -> &'static str {

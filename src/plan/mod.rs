@@ -186,7 +186,13 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let ffd = assign::ffd(&problem);
     let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
     let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
-    let solved = milp::solve(&problem, Goal::Plan { cost_bound: ffd_cost });
+    let lp = match milp::solve(&problem, Goal::Bound) {
+        Ok(r) => (r.objective - 1e-6).ceil().max(0.0) as u32,
+        Err(_) => 0,
+    };
+    let lower_bound = lp.max(infeasible::size_bound(&problem));
+    let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
+    let solved = milp::solve(&problem, Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor });
     let (assignment, method) = match (solved, ffd) {
         (Ok(r), ffd) => {
             let optimal = r.optimal;
@@ -222,11 +228,6 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
         }
         (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
     };
-    let lp = match milp::solve(&problem, Goal::Bound) {
-        Ok(r) => (r.objective - 1e-6).ceil().max(0.0) as u32,
-        Err(_) => 0,
-    };
-    let lower_bound = lp.max(infeasible::size_bound(&problem));
     let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
