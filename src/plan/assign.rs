@@ -280,6 +280,9 @@ fn model_order(problem: &Problem<'_>) -> Vec<usize> {
     order
 }
 
+/// One replica to place: its size, its model and the (pool, kind) choices in order.
+type Item = (f64, usize, Vec<(usize, Kind)>);
+
 /// First-fit-decreasing: each model takes its smallest option (rate models: the option with the
 /// most requests per second per GPU share, as many replicas as the rate needs); replicas,
 /// largest first, go to the first device with room, opening GPUs and nodes in order. A replica
@@ -287,7 +290,7 @@ fn model_order(problem: &Problem<'_>) -> Vec<usize> {
 /// Returns `None` when some replica fits nowhere.
 pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
     let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
-    let mut items: Vec<(f64, usize, Vec<(usize, Kind)>)> = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
     for m in model_order(problem) {
         let mc = &problem.models[m];
         let mut opts: Vec<&crate::plan::problem::Opt> = mc.options.iter().collect();
@@ -438,9 +441,27 @@ pub(crate) fn decompose(
                 }
             }
         }
-        // MIG GPUs: spread over the used nodes, the node with the most free GPUs first, so that
-        // spread models find distinct nodes.
-        for (l, &g) in c.layouts.iter().enumerate() {
+        // MIG GPUs whose layout a node runs today stay where they are (no drain).
+        let mut left: Vec<u64> = c.layouts.clone();
+        for (ni, node) in pa.nodes.iter_mut().enumerate() {
+            let name = pool.node_name(ni);
+            let Some(current) = pool.spec.current.iter().find(|n| n.node == name) else { continue };
+            for (gi, names) in current.gpus.iter().enumerate() {
+                if names.is_empty() || node.gpus.get(gi) != Some(&Dev::Unused) {
+                    continue;
+                }
+                let Some(now) = layouts::from_names(pool.gpu, &pool.profiles, names) else { continue };
+                if let Some(l) = pool.layouts.iter().position(|x| x.counts == now.counts)
+                    && left.get(l).is_some_and(|&n| n > 0)
+                {
+                    left[l] -= 1;
+                    node.gpus[gi] = Dev::Mig { counts: now.counts, tenants: Vec::new() };
+                }
+            }
+        }
+        // The other MIG GPUs: spread over the used nodes, the node with the most free GPUs
+        // first, so that spread models find distinct nodes.
+        for (l, &g) in left.iter().enumerate() {
             let Some(layout) = pool.layouts.get(l) else { continue };
             for _ in 0..g {
                 let slot = (0..used_nodes).filter(|&i| pa.nodes[i].gpus.contains(&Dev::Unused)).max_by(
@@ -467,9 +488,8 @@ pub(crate) fn decompose(
             if matches!(kind, Kind::Whole(_)) {
                 continue; // already placed above
             }
-            let limit = counts.get(pi).map_or(0, |c| c.nodes as usize);
             for _ in 0..n {
-                if !place(problem, &mut a, m, pi, kind, Mode::Fixed, limit) {
+                if !place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
                     return None;
                 }
             }

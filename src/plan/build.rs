@@ -27,6 +27,9 @@ pub(crate) struct Figures {
     pub method: String,
 }
 
+/// (model, pool, resource, GPUs per replica).
+type GroupKey = (usize, usize, String, u32);
+
 /// A Kubernetes label value made of the pool name: `[A-Za-z0-9._-]`, alphanumeric ends.
 fn label_part(s: &str, max: usize) -> String {
     let mut out: String = s
@@ -55,7 +58,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
     plugin_configs
         .insert(DEFAULT_PLUGIN_CONFIG.to_owned(), DevicePluginConfig { time_slicing: BTreeMap::new() });
     // (model, pool, resource, per_replica) → (replicas, nodes)
-    let mut groups: BTreeMap<(usize, usize, String, u32), (u32, BTreeSet<String>)> = BTreeMap::new();
+    let mut groups: BTreeMap<GroupKey, (u32, BTreeSet<String>)> = BTreeMap::new();
     let mut pools = Vec::new();
     let mut gpus_used = 0u32;
     let mut cost = 0.0;
@@ -149,7 +152,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                                 instance_start: Some(start),
                             });
                         }
-                        ts.sort_by(|x, y| x.instance_start.cmp(&y.instance_start));
+                        ts.sort_by_key(|t| t.instance_start);
                         (GpuMode::Mig { instances: placed }, ts)
                     }
                 };

@@ -509,3 +509,19 @@ fn mid_size_plan_is_near_the_bound_and_never_worse_than_first_fit() {
         synthetic(40, 8).models.iter().map(|m| if let Demand::Replicas(n) = m.demand { n } else { 0 }).sum();
     assert_eq!(planned, asked, "every replica is placed");
 }
+
+#[test]
+fn keeps_each_gpu_on_the_node_that_runs_its_layout_today() {
+    let mut p = pool("a100", A100, 2, named(&["n1", "n2"]));
+    p.current = vec![
+        CurrentNode { node: "n1".into(), gpus: vec![vec![], vec![]] },
+        CurrentNode { node: "n2".into(), gpus: vec![vec![], vec!["4g.40gb".into(), "3g.40gb".into()]] },
+    ];
+    let s = spec(vec![p], vec![model("a", 30 * 1024, 0.3, 2)]);
+    let plan = plan(&s, &catalog()).expect("plans");
+    assert_eq!(plan.quality.gpus_used, 1);
+    assert!(plan.pools[0].nodes.iter().all(|n| !n.must_drain), "{:?}", plan.pools[0].nodes);
+    let n2 = &plan.pools[0].nodes[1];
+    assert_eq!(n2.name, "n2");
+    assert!(matches!(n2.gpus[1].mode, GpuMode::Mig { .. }));
+}
