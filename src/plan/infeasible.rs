@@ -106,7 +106,7 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
         );
         return diags;
     }
-    match milp::solve(problem, Goal::Extend) {
+    match milp::solve(problem, Goal::Extend, &milp::Pins::new()) {
         Ok(r) if r.extra_nodes.iter().any(|&e| e > 0) => {
             for (pi, &extra) in r.extra_nodes.iter().enumerate() {
                 if extra == 0 {

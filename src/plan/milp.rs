@@ -52,7 +52,14 @@ pub(crate) struct MilpResult {
     pub extra_nodes: Vec<u64>,
     /// Whether the solver proved optimality.
     pub optimal: bool,
+    /// Unrounded replicas of single-model columns (rate and spread models), for LP rounding.
+    pub fractional: BTreeMap<(usize, usize, Kind), f64>,
+    /// The weighted cost (GPUs × relative price) of the solution.
+    pub cost: f64,
 }
+
+/// Replica counts to impose, per (model, pool, kind); models absent are free.
+pub(crate) type Pins = BTreeMap<(usize, usize, Kind), u32>;
 
 #[derive(Debug)]
 pub(crate) enum MilpError {
@@ -171,7 +178,7 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 }
 
 /// Builds and solves the program.
-pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, MilpError> {
+pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
     let integer = goal != Goal::Bound;
     let cols = columns(problem);
     let mut vars = ProblemVariables::new();
@@ -269,6 +276,18 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         pv.push(PoolVars { g, w, t, zw, zt, u, extra });
     }
 
+    // Pinned replica counts (LP rounding).
+    for (ci, col) in cols.iter().enumerate() {
+        if let [m] = col.members[..]
+            && pins.keys().any(|k| k.0 == m)
+        {
+            for (oi, o) in col.options.iter().enumerate() {
+                let n = f64::from(pins.get(&(m, o.pool, o.kind)).copied().unwrap_or(0));
+                let yv = y[ci][oi];
+                cons.push(constraint!(yv == n));
+            }
+        }
+    }
     // Demand.
     for (mi, mc) in cols.iter().enumerate() {
         if matches!(goal, Goal::Plan { .. }) {
@@ -566,7 +585,19 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, Mil
         });
         res.extra_nodes.push(v.extra.map_or(0, |e| round(val(e))));
     }
+    for (pi, p) in problem.pools.iter().enumerate() {
+        let v = &pv[pi];
+        let gpus = v.g.iter().map(|&g| val(g)).sum::<f64>()
+            + v.w.map_or(0.0, val)
+            + v.t.values().map(|&t| val(t)).sum::<f64>();
+        res.cost += p.weight * gpus;
+    }
     for (ci, col) in cols.iter().enumerate() {
+        if let [m] = col.members[..] {
+            for (oi, o) in col.options.iter().enumerate() {
+                *res.fractional.entry((m, o.pool, o.kind)).or_insert(0.0) += val(y[ci][oi]);
+            }
+        }
         let counts: Vec<u32> = (0..col.options.len())
             .map(|oi| u32::try_from(round(val(y[ci][oi]))).unwrap_or(u32::MAX))
             .collect();

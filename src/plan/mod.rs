@@ -186,13 +186,26 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let ffd = assign::ffd(&problem);
     let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
     let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
-    let lp = match milp::solve(&problem, Goal::Bound) {
-        Ok(r) => (r.objective - 1e-6).ceil().max(0.0) as u32,
-        Err(_) => 0,
-    };
+    let no_pins = milp::Pins::new();
+    let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
+    let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(&problem));
     let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
-    let solved = milp::solve(&problem, Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor });
+    let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
+    let mut solved = milp::solve(&problem, goal, &no_pins);
+    // When the search stopped early and rate models are involved, also try the LP relaxation's
+    // replica counts rounded (rounding down, then covering the rest with the cheapest device):
+    // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
+    let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
+    if unproven && let Some(relaxed) = &relaxed {
+        let pins = round_rates(&problem, relaxed);
+        if !pins.is_empty()
+            && let Ok(alt) = milp::solve(&problem, goal, &pins)
+            && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
+        {
+            solved = Ok(alt);
+        }
+    }
     let (assignment, method) = match (solved, ffd) {
         (Ok(r), ffd) => {
             let optimal = r.optimal;
@@ -231,4 +244,46 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// Rounds the LP relaxation's replicas of every rate model: each option's count rounded down,
+/// then the uncovered rate (and any missing minimum replicas) served by the option that needs
+/// the smallest total GPU share for it.
+fn round_rates(problem: &problem::Problem<'_>, relaxed: &milp::MilpResult) -> milp::Pins {
+    let mut pins = milp::Pins::new();
+    for (mi, mc) in problem.models.iter().enumerate() {
+        let problem::Need::Rate { rps, min_replicas } = mc.need else { continue };
+        let mut covered = 0.0;
+        let mut count = 0u32;
+        for o in &mc.options {
+            let x = relaxed.fractional.get(&(mi, o.pool, o.kind)).copied().unwrap_or(0.0);
+            let n = (x + 1e-6).floor().max(0.0) as u32;
+            if n > 0 {
+                pins.insert((mi, o.pool, o.kind), n);
+                covered += o.rps.unwrap_or(0.0) * f64::from(n);
+                count += n;
+            }
+        }
+        let rest = (rps - covered).max(0.0);
+        let best = mc
+            .options
+            .iter()
+            .filter(|o| o.rps.is_some_and(|r| r > 0.0))
+            .map(|o| {
+                let per = o.rps.unwrap_or(1.0);
+                let n = ((rest / per - 1e-9).ceil().max(0.0) as u32).max(min_replicas.saturating_sub(count));
+                (o.size * f64::from(n), o, n)
+            })
+            .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.pool.cmp(&y.1.pool)).then(x.1.kind.cmp(&y.1.kind)));
+        if let Some((_, o, n)) = best
+            && n > 0
+        {
+            *pins.entry((mi, o.pool, o.kind)).or_insert(0) += n;
+        }
+        if !pins.keys().any(|k| k.0 == mi) {
+            // Nothing to pin (no admissible option): leave the model free.
+            continue;
+        }
+    }
+    pins
 }
