@@ -525,3 +525,33 @@ fn keeps_each_gpu_on_the_node_that_runs_its_layout_today() {
     assert_eq!(n2.name, "n2");
     assert!(matches!(n2.gpus[1].mode, GpuMode::Mig { .. }));
 }
+
+#[test]
+fn a_node_never_mixes_exclusive_and_time_sliced_whole_gpus() {
+    let mut exclusive = model("secure", 9000, 0.1, 1);
+    exclusive.isolation = Isolation::Dedicated;
+    let small = shared(model("embed", 9000, 0.05, 8));
+    // One node: the exclusive GPU forbids time-slicing the other, and 7 MIG instances are too few.
+    let s = spec(vec![pool("a100", A100, 2, named(&["n1"]))], vec![exclusive.clone(), small.clone()]);
+    assert_eq!(codes(plan(&s, &catalog())), ["capacity-exceeded"]);
+    let s = spec(vec![pool("a100", A100, 2, named(&["n1", "n2"]))], vec![exclusive, small]);
+    let plan = plan(&s, &catalog()).expect("plans");
+    assert_eq!(plan.quality.gpus_used, 2);
+    for n in &plan.pools[0].nodes {
+        let whole = n.gpus.iter().any(|g| g.mode == GpuMode::Whole);
+        let sliced = n.gpus.iter().any(|g| matches!(g.mode, GpuMode::TimeSliced { .. }));
+        assert!(!(whole && sliced), "node {} mixes exclusive and time-sliced GPUs", n.name);
+    }
+}
+
+#[test]
+fn prefers_the_cheaper_pool() {
+    let mut cheap = pool("cheap", A100, 2, named(&["c1"]));
+    cheap.cost_per_gpu_hour = Some(1.0);
+    let mut dear = pool("dear", A100, 2, named(&["d1"]));
+    dear.cost_per_gpu_hour = Some(3.0);
+    let s = spec(vec![dear, cheap], vec![model("a", 30 * 1024, 0.3, 3)]);
+    let plan = plan(&s, &catalog()).expect("plans");
+    assert!(plan.models[0].groups.iter().all(|g| g.pool == "cheap"));
+    assert_eq!(plan.quality.cost_per_hour, Some(2.0));
+}
