@@ -125,7 +125,13 @@ fn place(
     let Some(pool) = problem.pools.get(pi) else { return false };
     let spread = problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
     let Some(pa) = a.pools.get_mut(pi) else { return false };
-    let limit = node_limit.min(pa.nodes.len());
+    let mut limit = node_limit.min(pa.nodes.len());
+    if mode == Mode::Grow {
+        // Nodes after the first empty one are all empty: looking at one of them is enough.
+        if let Some(first_empty) = pa.nodes.iter().take(limit).position(|n| !n.used()) {
+            limit = limit.min(first_empty + 1);
+        }
+    }
     let node_ok = |n: &NodeA| spread != Spread::Node || !n.hosts(m);
     let gpu_ok = |d: &Dev| spread == Spread::None || !dev_hosts(d, m);
     match kind {
@@ -257,8 +263,37 @@ fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assi
     }
 }
 
-/// Drops trailing unused nodes of autoscaled pools (keeping the pool's minimum).
+/// Drops MIG instances nobody uses (so that a layout shows exactly what runs, whichever
+/// maximal layout the solver picked), except on GPUs that keep the layout they run today, and
+/// drops trailing unused nodes of autoscaled pools (keeping the pool's minimum).
 fn trim(problem: &Problem<'_>, a: &mut Assignment) {
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        for (ni, node) in pa.nodes.iter_mut().enumerate() {
+            let name = p.node_name(ni);
+            let current = p.spec.current.iter().find(|n| n.node == name);
+            for (gi, d) in node.gpus.iter_mut().enumerate() {
+                let Dev::Mig { counts, tenants } = d else { continue };
+                let kept = current
+                    .and_then(|c| c.gpus.get(gi))
+                    .and_then(|names| layouts::from_names(p.gpu, &p.profiles, names))
+                    .is_some_and(|l| &l.counts == counts);
+                if kept {
+                    continue;
+                }
+                let mut used = vec![0u8; counts.len()];
+                for &(q, _) in tenants.iter() {
+                    if let Some(u) = used.get_mut(q) {
+                        *u += 1;
+                    }
+                }
+                if used.iter().all(|&u| u == 0) {
+                    *d = Dev::Unused;
+                } else {
+                    *counts = used;
+                }
+            }
+        }
+    }
     for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
         if !p.autoscaled {
             continue;

@@ -621,6 +621,9 @@ fn run(
     scale: f64,
 ) -> Result<(HashMap<Variable, f64>, bool), MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
+    // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
+    // them (the seed's plan is the same bytes with either).
+    let gap = if handles.len() <= EXACT_BELOW_VARIABLES { 0.0 } else { relative_gap(scale) };
     let unsolved = vars.minimise(objective);
     #[cfg(feature = "highs")]
     {
@@ -633,7 +636,7 @@ fn run(
             .using(good_lp::solvers::highs::highs)
             .set_threads(1)
             .set_option("random_seed", 0)
-            .set_option("mip_rel_gap", relative_gap(scale))
+            .set_option("mip_rel_gap", gap)
             .set_option("mip_abs_gap", 1e-6)
             .set_option("mip_max_nodes", HIGHS_NODE_LIMIT)
             .set_option("output_flag", false);
@@ -660,7 +663,7 @@ fn run(
         // 1000 × GPUs) and lets the solver stop before proving the tie-breaks optimal.
         let mut options = microlp::SolveOptions::default();
         options.node_limit = Some(MICROLP_NODE_LIMIT);
-        options.mip_gap = relative_gap(scale);
+        options.mip_gap = gap;
         match m.as_inner().solve_with(options) {
             Ok(outcome) => {
                 let optimal = outcome.is_optimal();
@@ -691,6 +694,9 @@ fn relative_gap(scale: f64) -> f64 {
     if scale > 0.0 { (0.4 / scale).min(0.01) } else { 0.0 }
 }
 
+/// Programs with at most this many variables are solved with a zero gap.
+const EXACT_BELOW_VARIABLES: usize = 120;
+
 /// Branch-and-bound nodes HiGHS may explore.
 #[cfg(feature = "highs")]
 const HIGHS_NODE_LIMIT: i32 = 50_000;
@@ -698,8 +704,3 @@ const HIGHS_NODE_LIMIT: i32 = 50_000;
 /// Branch-and-bound nodes the pure-Rust fallback may explore.
 #[cfg(not(feature = "highs"))]
 const MICROLP_NODE_LIMIT: u64 = 5_000;
-
-/// Which solver this build uses, for reports.
-pub(crate) fn solver_name() -> &'static str {
-    if cfg!(feature = "highs") { "highs" } else { "microlp" }
-}

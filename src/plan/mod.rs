@@ -215,11 +215,11 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
                 }
                 (Some(a), _) => (
                     a,
-                    format!(
-                        "placed by the MILP optimiser ({}{})",
-                        milp::solver_name(),
-                        if optimal { ", proven optimal" } else { ", search limit reached" }
-                    ),
+                    if optimal {
+                        "placed by the MILP optimiser; its GPU count is proven optimal".to_owned()
+                    } else {
+                        "placed by the MILP optimiser; its search stopped at the node limit".to_owned()
+                    },
                 ),
                 (None, Some(f)) => {
                     (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned())

@@ -555,3 +555,26 @@ fn prefers_the_cheaper_pool() {
     assert!(plan.models[0].groups.iter().all(|g| g.pool == "cheap"));
     assert_eq!(plan.quality.cost_per_hour, Some(2.0));
 }
+
+#[test]
+fn a_huge_autoscaled_pool_only_grows_the_nodes_it_needs() {
+    let s = spec(
+        vec![pool("auto", A100, 8, Nodes::Autoscaled { min: 2, max: 100_000 })],
+        vec![model("a", 30 * 1024, 0.3, 40), model("b", 9000, 0.1, 30)],
+    );
+    let plan = plan(&s, &catalog()).expect("plans");
+    let p = &plan.pools[0];
+    let q = &plan.quality;
+    assert!(
+        q.gpus_used <= q.lower_bound + 1 && q.first_fit_decreasing.is_some_and(|f| q.gpus_used <= f),
+        "{q:?}"
+    );
+    assert_eq!(p.nodes.len(), (plan.quality.gpus_used as usize).div_ceil(8).max(2));
+    assert!(p.nodes.iter().enumerate().all(|(i, n)| n.name == format!("auto-{}", i + 1)));
+}
+
+#[test]
+fn seed_plan_json_is_reviewed() {
+    let plan = plan(&voice(), &catalog()).expect("the seed plans");
+    insta::assert_snapshot!("seed-plan", serde_json::to_string_pretty(&plan).expect("json"));
+}
