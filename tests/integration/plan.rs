@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use gpuplan::catalog::Catalog;
 use gpuplan::catalog::layout;
+use gpuplan::catalog::{Catalog, GpuModel};
 use gpuplan::plan::{GpuMode, Plan, plan};
 use gpuplan::spec::{
     ArgoCd, Cluster, CurrentNode, Demand, Isolation, Latency, MeasuredPoint, MigStrategy, Model, Nodes,
@@ -577,4 +577,45 @@ fn a_huge_autoscaled_pool_only_grows_the_nodes_it_needs() {
 fn seed_plan_json_is_reviewed() {
     let plan = plan(&voice(), &catalog()).expect("the seed plans");
     insta::assert_snapshot!("seed-plan", serde_json::to_string_pretty(&plan).expect("json"));
+}
+
+#[test]
+fn an_empty_spec_plans_nothing() {
+    let s = spec(vec![pool("a100", A100, 2, named(&["n1"]))], Vec::new());
+    let plan = plan(&s, &catalog()).expect("plans");
+    assert_eq!(plan.quality.gpus_used, 0);
+    assert!(plan.pools[0].nodes.iter().all(|n| n.mig_config == "all-disabled"));
+    let no_pools = spec(Vec::new(), vec![model("a", 1000, 0.1, 1)]);
+    assert_eq!(codes(gpuplan::plan::plan(&no_pools, &catalog())), ["no-eligible-pool"]);
+}
+
+#[test]
+fn gpus_without_mig_are_whole_or_time_sliced() {
+    let mut catalog = catalog();
+    catalog.insert(GpuModel {
+        id: "L4".into(),
+        name: "NVIDIA L4".into(),
+        aliases: Vec::new(),
+        product_labels: Vec::new(),
+        pci_ids: vec!["0x27B810DE".into()],
+        memory_mib: 23034,
+        sms: 58,
+        mig: None,
+    });
+    let s = spec(
+        vec![pool("l4", "L4", 1, named(&["n1", "n2"]))],
+        vec![shared(model("embed", 5000, 0.1, 4)), model("asr", 9000, 0.2, 1)],
+    );
+    let plan = plan(&s, &catalog).expect("plans");
+    assert_eq!(plan.quality.gpus_used, 2);
+    let modes: Vec<&GpuMode> = plan.pools[0].nodes.iter().map(|n| &n.gpus[0].mode).collect();
+    assert!(modes.contains(&&GpuMode::Whole));
+    assert!(modes.contains(&&GpuMode::TimeSliced { replicas: 4 }));
+    assert!(plan.pools[0].nodes.iter().all(|n| n.mig_config == "all-disabled"));
+    // On one node the exclusive GPU forbids time-slicing the other: more capacity is needed.
+    let one_node = spec(
+        vec![pool("l4", "L4", 2, named(&["n1"]))],
+        vec![shared(model("embed", 5000, 0.1, 4)), model("asr", 9000, 0.2, 1)],
+    );
+    assert_eq!(codes(gpuplan::plan::plan(&one_node, &catalog)), ["capacity-exceeded"]);
 }
