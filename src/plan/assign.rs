@@ -418,7 +418,6 @@ pub(crate) fn decompose(
         }
     });
     for (pi, (pool, c)) in problem.pools.iter().zip(counts).enumerate() {
-        let gpn = pool.gpn as usize;
         let pa = &mut a.pools[pi];
         let used_nodes = (c.nodes as usize).min(pa.nodes.len());
         // Node classes: exclusive-whole nodes first, then time-sliced nodes per k.
@@ -450,11 +449,13 @@ pub(crate) fn decompose(
             }
         }
         multi.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
-        let mut whole_left = c.whole;
         for (g, m) in multi {
             let g = g as usize;
+            let by_node = problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Node);
             let slot = (0..used_nodes).find(|&i| {
-                class[i] == Some(None) && pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count() >= g
+                class[i] == Some(None)
+                    && !(by_node && pa.nodes[i].hosts(m))
+                    && pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count() >= g
             })?;
             let node = &mut pa.nodes[slot];
             let mut left = g;
@@ -464,9 +465,7 @@ pub(crate) fn decompose(
                     left -= 1;
                 }
             }
-            whole_left = whole_left.saturating_sub(g as u64);
         }
-        let _ = whole_left;
         for (&k, &t) in &c.ts {
             for _ in 0..t {
                 let slot = (0..used_nodes)
@@ -511,7 +510,6 @@ pub(crate) fn decompose(
                 }
             }
         }
-        let _ = gpn;
     }
     // Place the non-multi replicas on the configured devices.
     let order = model_order(problem);

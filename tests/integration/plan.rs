@@ -619,3 +619,15 @@ fn gpus_without_mig_are_whole_or_time_sliced() {
     );
     assert_eq!(codes(gpuplan::plan::plan(&one_node, &catalog)), ["capacity-exceeded"]);
 }
+
+#[test]
+fn spread_node_applies_to_whole_gpu_replicas() {
+    let mut m = model("secure", 9000, 0.1, 2);
+    m.isolation = Isolation::Dedicated;
+    m.spread = Spread::Node;
+    let s = spec(vec![pool("a100", A100, 2, named(&["n1", "n2"]))], vec![m]);
+    let plan = plan(&s, &catalog()).expect("plans");
+    let mut nodes: Vec<&str> = gpus_of(&plan, "secure").into_iter().map(|g| g.0).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"]);
+}
