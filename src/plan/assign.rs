@@ -393,7 +393,6 @@ pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
 pub(crate) struct PoolCounts {
     /// GPUs per candidate layout (same index as `PoolCtx::layouts`).
     pub layouts: Vec<u64>,
-    pub whole: u64,
     /// Time-sliced GPUs per replica count k.
     pub ts: BTreeMap<u32, u64>,
     /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.

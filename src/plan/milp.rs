@@ -577,7 +577,6 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         let v = &pv[pi];
         res.counts.push(PoolCounts {
             layouts: v.g.iter().map(|&g| round(val(g))).collect(),
-            whole: v.w.map_or(0, |w| round(val(w))),
             ts: v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect(),
             whole_nodes: v.zw.map_or(0, |z| round(val(z))),
             ts_nodes: v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
