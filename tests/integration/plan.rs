@@ -471,7 +471,11 @@ fn never_uses_more_gpus_than_first_fit_decreasing_nor_fewer_than_the_bound() {
 
 /// A deterministic synthetic fleet: `models` models of mixed sizes over two A100 pools.
 pub fn synthetic(models: usize, nodes_per_pool: usize) -> Spec {
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    synthetic_seeded(models, nodes_per_pool, 0x9E37_79B9_7F4A_7C15)
+}
+
+fn synthetic_seeded(models: usize, nodes_per_pool: usize, seed: u64) -> Spec {
+    let mut state: u64 = seed;
     let mut next = move |n: u64| {
         state ^= state << 13;
         state ^= state >> 7;
@@ -630,4 +634,68 @@ fn spread_node_applies_to_whole_gpu_replicas() {
     let mut nodes: Vec<&str> = gpus_of(&plan, "secure").into_iter().map(|g| g.0).collect();
     nodes.sort();
     assert_eq!(nodes, ["n1", "n2"]);
+}
+
+#[test]
+fn random_fleets_respect_every_hard_rule() {
+    let catalog = catalog();
+    let mut planned = 0;
+    for seed in 1..=6u64 {
+        let mut s = synthetic_seeded(12, 3, seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        if seed % 2 == 0 {
+            s.models[0].spread = Spread::Node;
+            s.models[0].demand = Demand::Replicas(2);
+        }
+        let Ok(p) = plan(&s, &catalog) else { continue };
+        planned += 1;
+        assert_valid_layouts(&p, &catalog);
+        let q = &p.quality;
+        assert!(q.first_fit_decreasing.is_none_or(|f| q.gpus_used <= f), "seed {seed}: {q:?}");
+        assert!(q.lower_bound <= q.gpus_used);
+        for m in &s.models {
+            let Demand::Replicas(n) = m.demand else { continue };
+            let mp = p.models.iter().find(|x| x.name == m.name).expect("model planned");
+            assert_eq!(mp.groups.iter().map(|g| g.replicas).sum::<u32>(), n, "seed {seed}: {}", m.name);
+            let hosts = gpus_of(&p, &m.name);
+            if m.spread == Spread::Node {
+                let mut nodes: Vec<&str> = hosts.iter().map(|h| h.0).collect();
+                nodes.sort();
+                nodes.dedup();
+                assert_eq!(nodes.len() as u32, n, "seed {seed}: {} not spread over nodes", m.name);
+            }
+            if m.spread == Spread::Gpu {
+                assert_eq!(hosts.len() as u32, n, "seed {seed}: {} not spread over GPUs", m.name);
+            }
+            if m.isolation != Isolation::Shared {
+                assert!(
+                    hosts.iter().all(|h| !matches!(h.2, GpuMode::TimeSliced { .. })),
+                    "seed {seed}: {}",
+                    m.name
+                );
+            }
+        }
+        for pool in &p.pools {
+            for n in &pool.nodes {
+                let whole = n.gpus.iter().any(|g| g.mode == GpuMode::Whole);
+                let ks: std::collections::BTreeSet<u32> = n
+                    .gpus
+                    .iter()
+                    .filter_map(|g| {
+                        if let GpuMode::TimeSliced { replicas } = g.mode { Some(replicas) } else { None }
+                    })
+                    .collect();
+                assert!(
+                    ks.len() <= 1 && !(whole && !ks.is_empty()),
+                    "seed {seed}: node {} mixes sharing",
+                    n.name
+                );
+                for g in &n.gpus {
+                    if let GpuMode::TimeSliced { replicas } = g.mode {
+                        assert!(g.tenants.len() as u32 <= replicas);
+                    }
+                }
+            }
+        }
+    }
+    assert!(planned >= 4, "only {planned} of 6 random fleets planned");
 }
