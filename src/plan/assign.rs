@@ -33,6 +33,13 @@ pub(crate) enum Dev {
         counts: Vec<u8>,
         tenants: Vec<(usize, usize)>,
     },
+    /// MIG enabled with only instances of profile `q`, each time-sliced with `k` replicas.
+    MigTs {
+        q: usize,
+        k: u32,
+        counts: Vec<u8>,
+        tenants: Vec<usize>,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -69,6 +76,7 @@ fn dev_hosts(d: &Dev, m: usize) -> bool {
         Dev::Whole { tenant } => *tenant == Some(m),
         Dev::Ts { tenants, .. } => tenants.contains(&m),
         Dev::Mig { tenants, .. } => tenants.iter().any(|&(_, t)| t == m),
+        Dev::MigTs { tenants, .. } => tenants.contains(&m),
     }
 }
 
@@ -191,6 +199,27 @@ fn place(
                             }
                             _ => {}
                         }
+                    }
+                }
+            }
+            false
+        }
+        Kind::MigTs(q, k) => {
+            // Only configured GPUs (the first-fit baseline does not time-slice MIG instances).
+            for n in pa.nodes.iter_mut().take(limit) {
+                if !node_ok(n) {
+                    continue;
+                }
+                for d in n.gpus.iter_mut() {
+                    if let Dev::MigTs { q: dq, k: dk, counts, tenants } = d
+                        && *dq == q
+                        && *dk == k
+                        && (tenants.len() as u64)
+                            < u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0))
+                        && (spread == Spread::None || !tenants.contains(&m))
+                    {
+                        tenants.push(m);
+                        return true;
                     }
                 }
             }
@@ -328,7 +357,8 @@ pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
     let mut items: Vec<Item> = Vec::new();
     for m in model_order(problem) {
         let mc = &problem.models[m];
-        let mut opts: Vec<&crate::plan::problem::Opt> = mc.options.iter().collect();
+        let mut opts: Vec<&crate::plan::problem::Opt> =
+            mc.options.iter().filter(|o| !matches!(o.kind, Kind::MigTs(..))).collect();
         if opts.is_empty() {
             return None;
         }
@@ -398,6 +428,9 @@ pub(crate) struct PoolCounts {
     /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.
     pub whole_nodes: u64,
     pub ts_nodes: BTreeMap<u32, u64>,
+    /// GPUs cut into instances of one profile time-sliced with k, and their nodes, per (profile, k).
+    pub mig_ts: BTreeMap<(usize, u32), u64>,
+    pub mig_ts_nodes: BTreeMap<(usize, u32), u64>,
     pub nodes: u64,
 }
 
@@ -434,6 +467,32 @@ pub(crate) fn decompose(
                     class[next] = Some(Some(k));
                     next += 1;
                 }
+            }
+        }
+        // MIG time-slicing nodes next: they hold only their GPUs of one profile and k.
+        let mut mig_ts_class: Vec<bool> = vec![false; pa.nodes.len()];
+        for (&(q, k), &z) in &c.mig_ts_nodes {
+            let mut want = c.mig_ts.get(&(q, k)).copied().unwrap_or(0);
+            let mut counts = vec![0u8; pool.profiles.len()];
+            if let Some(x) = counts.get_mut(q) {
+                *x = pool.homogeneous.get(q).copied().unwrap_or(0);
+            }
+            for _ in 0..z {
+                if next >= used_nodes {
+                    break;
+                }
+                mig_ts_class[next] = true;
+                class[next] = Some(Some(0));
+                for d in pa.nodes[next].gpus.iter_mut() {
+                    if want > 0 {
+                        *d = Dev::MigTs { q, k, counts: counts.clone(), tenants: Vec::new() };
+                        want -= 1;
+                    }
+                }
+                next += 1;
+            }
+            if want > 0 {
+                return None;
             }
         }
         // Multi-GPU replicas first (largest first), on whole nodes, reserving their GPUs.
@@ -477,6 +536,9 @@ pub(crate) fn decompose(
         // MIG GPUs whose layout a node runs today stay where they are (no drain).
         let mut left: Vec<u64> = c.layouts.clone();
         for (ni, node) in pa.nodes.iter_mut().enumerate() {
+            if mig_ts_class.get(ni).copied().unwrap_or(false) {
+                continue;
+            }
             let name = pool.node_name(ni);
             let Some(current) = pool.spec.current.iter().find(|n| n.node == name) else { continue };
             for (gi, names) in current.gpus.iter().enumerate() {
@@ -497,13 +559,13 @@ pub(crate) fn decompose(
         for (l, &g) in left.iter().enumerate() {
             let Some(layout) = pool.layouts.get(l) else { continue };
             for _ in 0..g {
-                let slot = (0..used_nodes).filter(|&i| pa.nodes[i].gpus.contains(&Dev::Unused)).max_by(
-                    |&x, &y| {
+                let slot = (0..used_nodes)
+                    .filter(|&i| !mig_ts_class[i] && pa.nodes[i].gpus.contains(&Dev::Unused))
+                    .max_by(|&x, &y| {
                         let fx = pa.nodes[x].gpus.iter().filter(|d| **d == Dev::Unused).count();
                         let fy = pa.nodes[y].gpus.iter().filter(|d| **d == Dev::Unused).count();
                         fx.cmp(&fy).then(y.cmp(&x))
-                    },
-                )?;
+                    })?;
                 if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
                     *d = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
                 }

@@ -70,7 +70,10 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
             node_specs.push(
                 n.gpus
                     .iter()
-                    .map(|d| if let Dev::Mig { counts, .. } = d { Some(counts.clone()) } else { None })
+                    .map(|d| match d {
+                        Dev::Mig { counts, .. } | Dev::MigTs { counts, .. } => Some(counts.clone()),
+                        _ => None,
+                    })
                     .collect(),
             );
         }
@@ -96,6 +99,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
             let node_name = pool.node_name(ni);
             let mut gpus = Vec::new();
             let mut ts_k = None;
+            let mut mig_ts: BTreeMap<String, u32> = BTreeMap::new();
             for (gi, d) in n.gpus.iter().enumerate() {
                 let index = gi as u32;
                 let (mode, tenants) = match d {
@@ -121,6 +125,35 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                             .collect();
                         t.sort_by(|x, y| x.model.cmp(&y.model));
                         (GpuMode::TimeSliced { replicas: *k }, t)
+                    }
+                    Dev::MigTs { q, k, counts, tenants } => {
+                        let layout =
+                            crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, counts.clone())
+                                .ok_or_else(|| {
+                                    format!("internal: invalid MIG layout on `{node_name}` GPU {gi}")
+                                })?;
+                        let names = layout.names(&pool.profiles);
+                        let placed = crate::catalog::layout::validate(pool.gpu, &names)
+                            .map_err(|e| format!("internal: layout on `{node_name}` GPU {gi}: {e}"))?;
+                        if let Some(p) = pool.profiles.get(*q) {
+                            mig_ts.insert(format!("nvidia.com/mig-{}", p.name), *k);
+                        }
+                        // The device plugin picks the instance; show tenants spread over them.
+                        let mut sorted: Vec<&str> =
+                            tenants.iter().map(|&m| problem.models[m].name()).collect();
+                        sorted.sort();
+                        let mut ts: Vec<Tenant> = sorted
+                            .iter()
+                            .enumerate()
+                            .map(|(i, m)| Tenant {
+                                model: (*m).to_owned(),
+                                instance_start: placed.get(i % placed.len().max(1)).map(|p| p.start),
+                            })
+                            .collect();
+                        ts.sort_by(|x, y| {
+                            x.instance_start.cmp(&y.instance_start).then(x.model.cmp(&y.model))
+                        });
+                        (GpuMode::Mig { instances: placed }, ts)
                     }
                     Dev::Mig { counts, tenants } => {
                         let layout =
@@ -171,6 +204,14 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                             e.1.insert(node_name.clone());
                         }
                     }
+                    Dev::MigTs { q, k, tenants, .. } => {
+                        for &m in tenants {
+                            let res = pool.resource(Kind::MigTs(*q, *k), problem.rename_shared);
+                            let e = groups.entry((m, pi, res, 1)).or_default();
+                            e.0 += 1;
+                            e.1.insert(node_name.clone());
+                        }
+                    }
                     Dev::Mig { tenants, .. } => {
                         for &(q, m) in tenants {
                             let e = groups.entry((m, pi, pool.resource(Kind::Mig(q), false), 1)).or_default();
@@ -208,6 +249,19 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                     plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
                         time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
                     });
+                    name
+                }
+                None if !mig_ts.is_empty() => {
+                    let parts: Vec<String> = mig_ts
+                        .iter()
+                        .map(|(r, k)| format!("{}-{k}", r.trim_start_matches("nvidia.com/")))
+                        .collect();
+                    let mut name = format!("gpuplan-ts-{}", parts.join("-"));
+                    name.truncate(63);
+                    let name = name.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
+                    plugin_configs
+                        .entry(name.clone())
+                        .or_insert_with(|| DevicePluginConfig { time_slicing: mig_ts.clone() });
                     name
                 }
                 None => DEFAULT_PLUGIN_CONFIG.to_owned(),

