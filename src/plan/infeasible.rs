@@ -126,11 +126,11 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
                 let add = if pool.autoscaled {
                     format!("raise the maximum of pool `{}` by {extra} node(s) of {} × `{}`", pool.name(), pool.gpn, pool.gpu.id)
                 } else {
-                    format!("add {extra} × {} node(s) ({} GPUs each) to pool `{}`", pool.gpu.id, pool.gpn, pool.name())
+                    format!("add {extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn, pool.name())
                 };
                 let mut d = Diagnostic::error(
                     codes::CAPACITY_EXCEEDED,
-                    format!("the models exceed the capacity of pool `{}` ({have} × {} GPUs)", pool.name(), pool.gpn),
+                    format!("the models exceed the capacity of pool `{}` ({have} × {} GPU(s))", pool.name(), pool.gpn),
                 )
                 .with_help(add)
                 .with_note(format!("models that can use this pool: {}", users.join(", ")));
