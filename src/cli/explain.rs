@@ -4,6 +4,7 @@ use clap::Args;
 
 use super::common::{load_spec, report};
 use super::{Ctx, ExitStatus, Format, ManifestArgs};
+use crate::plan::{GpuMode, GpuPlan};
 
 /// Plan a manifest and print, per model, where it runs and why. Writes nothing.
 #[derive(Debug, Args)]
@@ -38,6 +39,33 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
         Format::Json => ctx.json(&models)?,
         Format::Human => {
             let mut text = String::new();
+            if args.model.is_none() {
+                let q = &plan.quality;
+                text.push_str(&format!(
+                    "plan `{}`: {} GPU(s) used; lower bound {}; first-fit-decreasing {}; one GPU per replica {}\n",
+                    plan.name,
+                    q.gpus_used,
+                    q.lower_bound,
+                    q.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
+                    q.one_gpu_per_replica
+                ));
+                for pool in &plan.pools {
+                    for node in pool.nodes.iter().filter(|n| n.gpus.iter().any(|g| g.mode != GpuMode::Unused))
+                    {
+                        text.push_str(&format!(
+                            "  node {} (pool `{}`): mig config `{}`, device-plugin config `{}`{}\n",
+                            node.name,
+                            pool.name,
+                            node.mig_config,
+                            node.device_plugin_config,
+                            if node.must_drain { ", must be drained" } else { "" }
+                        ));
+                        for gpu in &node.gpus {
+                            text.push_str(&format!("    GPU {}: {}\n", gpu.index, describe_gpu(gpu)));
+                        }
+                    }
+                }
+            }
             for model in models {
                 text.push_str(&format!("{}\n", model.name));
                 for group in &model.groups {
@@ -57,4 +85,28 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// One line per GPU: its mode and who runs where.
+fn describe_gpu(gpu: &GpuPlan) -> String {
+    let tenants = |starts: bool| -> String {
+        gpu.tenants
+            .iter()
+            .map(|t| match (starts, t.instance_start) {
+                (true, Some(s)) => format!("{}@{s}", t.model),
+                _ => t.model.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match &gpu.mode {
+        GpuMode::Unused => "unused".to_owned(),
+        GpuMode::Whole => format!("whole, {}", tenants(false)),
+        GpuMode::TimeSliced { replicas } => format!("time-sliced ×{replicas}, {}", tenants(false)),
+        GpuMode::Mig { instances } => {
+            let layout: Vec<String> =
+                instances.iter().map(|i| format!("{}@{}", i.profile, i.start)).collect();
+            format!("MIG [{}], {}", layout.join(" "), tenants(true))
+        }
+    }
 }

@@ -107,4 +107,25 @@ codes! {
     MISSING_MEASUREMENTS = "missing-measurements";
     /// A current layout names a node that the pool does not have.
     UNKNOWN_NODE = "unknown-node";
+    // --- planner ---------------------------------------------------------------------------
+    /// The model's isolation policy rules out every device that would fit it.
+    ISOLATION_UNSATISFIABLE = "isolation-unsatisfiable";
+    /// A multi-GPU replica needs more GPUs than any node of its pools has.
+    REPLICA_EXCEEDS_NODE = "replica-exceeds-node";
+    /// The model needs more memory than any allowed device offers.
+    MODEL_EXCEEDS_MEMORY = "model-exceeds-memory";
+    /// The model needs more compute than any allowed device offers.
+    MODEL_EXCEEDS_COMPUTE = "model-exceeds-compute";
+    /// A rate-demand model has no admissible measured point on any allowed device.
+    NO_ADMISSIBLE_MEASUREMENT = "no-admissible-measurement";
+    /// The predicted p99 latency exceeds the model's SLO on every device that fits.
+    LATENCY_SLO_UNREACHABLE = "latency-slo-unreachable";
+    /// More replicas on distinct nodes than the model's pools have nodes.
+    SPREAD_UNSATISFIABLE = "spread-unsatisfiable";
+    /// The models together need more GPUs than the pools have.
+    CAPACITY_EXCEEDED = "capacity-exceeded";
+    /// No plan satisfies every constraint together, even with more nodes.
+    NO_FEASIBLE_PLAN = "no-feasible-plan";
+    /// The planner itself failed (a solver error or an internal inconsistency).
+    PLANNER_FAILED = "planner-failed";
 }

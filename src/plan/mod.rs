@@ -8,7 +8,15 @@
 //! Invariants: deterministic (same bytes for the same input, whatever its order); every MIG
 //! layout in a plan passed [`crate::catalog::layout::validate`]; solver types never leave this module.
 
+mod assign;
+mod build;
+mod infeasible;
 pub mod latency;
+mod layouts;
+mod milp;
+mod problem;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 
@@ -17,6 +25,7 @@ use serde::Serialize;
 use crate::catalog::Catalog;
 use crate::catalog::layout::PlacedInstance;
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::plan::milp::{Goal, MilpError};
 use crate::spec::Spec;
 
 /// The output of planning.
@@ -162,7 +171,119 @@ pub struct Quality {
 }
 
 /// Plans a spec. Returns the plan, or diagnostics explaining why no plan exists.
+///
+/// Steps: build the problem (every model's admissible options), reject models that no device
+/// can serve, run first-fit-decreasing (the floor), solve the MILP with the first-fit cost as an
+/// upper bound, decompose its counts to nodes and GPUs, keep whichever is cheaper (ties go to
+/// the MILP), compute the LP lower bound, and build the plan. When nothing fits, re-solve with
+/// the pools' node counts relaxed to name the smallest inventory addition.
 pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
-    let _ = (spec, catalog);
-    Err(Diagnostics::from_iter([Diagnostic::error(codes::INVALID_VALUE, "the planner is not written yet")]))
+    let problem = problem::build(spec, catalog);
+    let diags = infeasible::unservable(&problem);
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    let ffd = assign::ffd(&problem);
+    let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
+    let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
+    let no_pins = milp::Pins::new();
+    let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
+    let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
+    let lower_bound = lp.max(infeasible::size_bound(&problem));
+    let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
+    let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
+    let mut solved = milp::solve(&problem, goal, &no_pins);
+    // When the search stopped early and rate models are involved, also try the LP relaxation's
+    // replica counts rounded (rounding down, then covering the rest with the cheapest device):
+    // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
+    let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
+    if unproven && let Some(relaxed) = &relaxed {
+        let pins = round_rates(&problem, relaxed);
+        if !pins.is_empty()
+            && let Ok(alt) = milp::solve(&problem, goal, &pins)
+            && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
+        {
+            solved = Ok(alt);
+        }
+    }
+    let (assignment, method) = match (solved, ffd) {
+        (Ok(r), ffd) => {
+            let optimal = r.optimal;
+            match (assign::decompose(&problem, &r.counts, &r.replicas), ffd) {
+                (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
+                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned())
+                }
+                (Some(a), _) => (
+                    a,
+                    if optimal {
+                        "placed by the MILP optimiser; its GPU count is proven optimal".to_owned()
+                    } else {
+                        "placed by the MILP optimiser; its search stopped at the node limit".to_owned()
+                    },
+                ),
+                (None, Some(f)) => {
+                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned())
+                }
+                (None, None) => {
+                    return Err(Diagnostics::from_iter([Diagnostic::error(
+                        codes::PLANNER_FAILED,
+                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                    )
+                    .with_help("this is a planner limitation; please report it with the manifest")]));
+                }
+            }
+        }
+        (Err(MilpError::Solver(e)), Some(f)) => {
+            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"))
+        }
+        (Err(MilpError::Infeasible), Some(f)) => {
+            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned())
+        }
+        (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
+    };
+    let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
+    build::build(&problem, &assignment, &figures)
+        .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// Rounds the LP relaxation's replicas of every rate model: each option's count rounded down,
+/// then the uncovered rate (and any missing minimum replicas) served by the option that needs
+/// the smallest total GPU share for it.
+fn round_rates(problem: &problem::Problem<'_>, relaxed: &milp::MilpResult) -> milp::Pins {
+    let mut pins = milp::Pins::new();
+    for (mi, mc) in problem.models.iter().enumerate() {
+        let problem::Need::Rate { rps, min_replicas } = mc.need else { continue };
+        let mut covered = 0.0;
+        let mut count = 0u32;
+        for o in &mc.options {
+            let x = relaxed.fractional.get(&(mi, o.pool, o.kind)).copied().unwrap_or(0.0);
+            let n = (x + 1e-6).floor().max(0.0) as u32;
+            if n > 0 {
+                pins.insert((mi, o.pool, o.kind), n);
+                covered += o.rps.unwrap_or(0.0) * f64::from(n);
+                count += n;
+            }
+        }
+        let rest = (rps - covered).max(0.0);
+        let best = mc
+            .options
+            .iter()
+            .filter(|o| o.rps.is_some_and(|r| r > 0.0))
+            .map(|o| {
+                let per = o.rps.unwrap_or(1.0);
+                let n = ((rest / per - 1e-9).ceil().max(0.0) as u32).max(min_replicas.saturating_sub(count));
+                (o.size * f64::from(n), o, n)
+            })
+            .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.pool.cmp(&y.1.pool)).then(x.1.kind.cmp(&y.1.kind)));
+        if let Some((_, o, n)) = best
+            && n > 0
+        {
+            *pins.entry((mi, o.pool, o.kind)).or_insert(0) += n;
+        }
+        if !pins.keys().any(|k| k.0 == mi) {
+            // Nothing to pin (no admissible option): leave the model free.
+            continue;
+        }
+    }
+    pins
 }

@@ -158,14 +158,29 @@ fn mig_enabled_entries_are_filtered_to_the_planned_gpu_model() {
     for f in fx::all() {
         let config = mig_parted(&documents(&bundle(&f)));
         assert!(config.mig_configs.contains_key("all-disabled"), "{}", f.name);
+        let catalog = fx::catalog();
+        // The PCI ids of the GPU model of every pool whose nodes use a config.
+        let mut expected: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for pool in &f.plan.pools {
+            let pci_ids = catalog.get(&pool.gpu).expect("catalog GPU").pci_ids.clone();
+            for node in &pool.nodes {
+                expected.entry(node.mig_config.as_str()).or_default().extend(pci_ids.iter().cloned());
+            }
+        }
         for (name, entries) in &config.mig_configs {
             for e in entries.iter().filter(|e| e.mig_enabled) {
-                assert_eq!(
-                    e.device_filter,
-                    Some(nvidia::OneOrMany::Many(vec!["0x20B210DE".to_owned()])),
-                    "{}: `{name}`",
-                    f.name
-                );
+                let mut want = expected.get(name.as_str()).cloned().unwrap_or_default();
+                want.sort();
+                want.dedup();
+                let got = match &e.device_filter {
+                    Some(nvidia::OneOrMany::Many(ids)) => ids.clone(),
+                    Some(nvidia::OneOrMany::One(id)) => vec![id.clone()],
+                    None => Vec::new(),
+                };
+                let mut got_sorted = got.clone();
+                got_sorted.sort();
+                assert!(!got.is_empty(), "{}: `{name}` enables MIG without a device filter", f.name);
+                assert_eq!(got_sorted, want, "{}: `{name}`", f.name);
             }
         }
         for node in f.plan.pools.iter().flat_map(|p| &p.nodes) {
@@ -199,7 +214,8 @@ fn nvidia_documents_validate_against_the_derived_schemas() {
                 "{key}"
             );
             let typed: DevicePluginConfig = serde_saphyr::from_str(text).expect("typed parse");
-            assert_eq!(typed.flags.and_then(|fl| fl.mig_strategy).as_deref(), Some("mixed"));
+            let strategy = serde_json::to_value(f.spec.cluster.mig_strategy).expect("serialises");
+            assert_eq!(typed.flags.and_then(|fl| fl.mig_strategy).as_deref(), strategy.as_str());
         }
     }
 }

@@ -48,7 +48,8 @@ fn every_example_compiles_twice_to_identical_bytes_and_checks_clean() {
         assert!(bundle.contains_key("kustomization.yaml") && bundle.contains_key("PLAN.md"));
         assert_eq!(bundle, tree(&second), "{} compiled to different bytes", manifest.display());
 
-        let check = |out: &Path| run(&["check", &manifest.to_string_lossy(), "--out", &out.to_string_lossy()]);
+        let check =
+            |out: &Path| run(&["check", &manifest.to_string_lossy(), "--out", &out.to_string_lossy()]);
         assert_eq!(check(&first).status.code(), Some(0), "check right after compile must pass");
         let edited = first.join("PLAN.md");
         let mut text = fs::read_to_string(&edited).expect("PLAN.md");
@@ -65,7 +66,8 @@ fn voice_pipeline_compiles_to_two_gpus_where_one_per_model_needs_three() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
     compile(&Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml"), &out);
-    let plan: Value = serde_json::from_slice(&fs::read(out.join("plan.json")).expect("plan.json")).expect("json");
+    let plan: Value =
+        serde_json::from_slice(&fs::read(out.join("plan.json")).expect("plan.json")).expect("json");
     assert_eq!(plan["quality"]["gpusUsed"], 2, "{:#}", plan["quality"]);
     assert_eq!(plan["quality"]["oneGpuPerReplica"], 3);
 
@@ -74,8 +76,12 @@ fn voice_pipeline_compiles_to_two_gpus_where_one_per_model_needs_three() {
     for pool in plan["pools"].as_array().expect("pools") {
         for node in pool["nodes"].as_array().expect("nodes") {
             for gpu in node["gpus"].as_array().expect("gpus") {
-                let tenants: Vec<&str> =
-                    gpu["tenants"].as_array().expect("tenants").iter().filter_map(|t| t["model"].as_str()).collect();
+                let tenants: Vec<&str> = gpu["tenants"]
+                    .as_array()
+                    .expect("tenants")
+                    .iter()
+                    .filter_map(|t| t["model"].as_str())
+                    .collect();
                 if !tenants.is_empty() {
                     modes.push((gpu["mode"]["mode"].as_str().expect("mode").to_owned(), tenants));
                 }
@@ -90,29 +96,37 @@ fn voice_pipeline_compiles_to_two_gpus_where_one_per_model_needs_three() {
     assert!(whole.1.iter().all(|m| m.contains("nemotron") || m.contains("llm")), "{whole:?}");
     assert!(mig.1.iter().any(|m| m.contains("asr")) && mig.1.iter().any(|m| m.contains("tts")), "{mig:?}");
 
-    // The Deployments request exactly those resources.
-    let workloads = tree(&out);
-    let deployments: Vec<(&String, String)> = workloads
-        .iter()
-        .filter(|(path, _)| path.ends_with(".yaml"))
-        .map(|(path, bytes)| (path, String::from_utf8_lossy(bytes).into_owned()))
-        .filter(|(_, text)| text.contains("kind: Deployment"))
-        .collect();
-    assert_eq!(deployments.len(), 3, "one Deployment per model");
-    for (path, text) in &deployments {
-        if text.contains("nemotron") || text.contains("llm") {
-            assert!(text.contains("nvidia.com/gpu: \"1\"") || text.contains("nvidia.com/gpu: 1"), "{path}:\n{text}");
-        } else {
-            assert!(text.contains("nvidia.com/mig-"), "{path} requests no MIG resource:\n{text}");
+    // The Deployments request exactly those resources: a whole GPU for the LLM, MIG for the rest.
+    let mut deployments = 0;
+    for (path, bytes) in
+        tree(&out).iter().filter(|(p, _)| p.starts_with("workloads/") && p.ends_with(".yaml"))
+    {
+        let text = String::from_utf8_lossy(bytes);
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("rendered YAML parses");
+        for doc in docs.iter().filter(|d| d["kind"] == "Deployment") {
+            deployments += 1;
+            let name = doc["metadata"]["name"].as_str().expect("name");
+            let limits = doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+                .as_object()
+                .expect("limits");
+            let resources: Vec<&String> = limits.keys().filter(|k| k.starts_with("nvidia.com/")).collect();
+            assert_eq!(resources.len(), 1, "{path}: {limits:?}");
+            if name.contains("nemotron") {
+                assert_eq!(limits["nvidia.com/gpu"], 1, "{path}");
+            } else {
+                assert!(resources[0].starts_with("nvidia.com/mig-"), "{path} requests {resources:?}");
+            }
         }
     }
+    assert_eq!(deployments, 3, "one Deployment per model");
 }
 
 #[test]
 fn a_typo_in_a_field_name_is_reported_with_position_and_the_nearest_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = dir.path().join("gpuplan.yaml");
-    let seed = fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml")).expect("seed");
+    let seed =
+        fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml")).expect("seed");
     let typo = seed.replacen("replicas:", "replicsa:", 1);
     assert_ne!(seed, typo, "the seed manifest has a `replicas` field");
     fs::write(&manifest, &typo).expect("write");

@@ -1,0 +1,595 @@
+//! Concrete assignments: every GPU of every node with its mode and tenants, and the one routine
+//! that places a replica on a device while respecting the node sharing rules and spread.
+//!
+//! In: a [`Problem`]. Out: an [`Assignment`] built either by first-fit-decreasing ([`ffd`]) or by
+//! decomposing the optimiser's per-pool counts ([`decompose`]) — the same type, so that the plan
+//! builder and the comparison with the baseline treat both alike.
+//!
+//! Guarantees of every assignment built here: a node never mixes exclusive and time-sliced whole
+//! GPUs, all time-sliced GPUs of a node share one replica count, every MIG GPU holds a valid
+//! layout, spread is honoured, and no node or GPU beyond the pool's capacity is used.
+
+use std::collections::BTreeMap;
+
+use crate::plan::layouts;
+use crate::plan::problem::{Kind, Need, Problem};
+use crate::spec::Spread;
+
+/// One GPU's state.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Dev {
+    Unused,
+    /// MIG disabled, exclusive; `tenant` is the model (also on every GPU of a multi-GPU replica).
+    Whole {
+        tenant: Option<usize>,
+    },
+    /// MIG disabled, time-sliced with `k` replicas.
+    Ts {
+        k: u32,
+        tenants: Vec<usize>,
+    },
+    /// MIG enabled: instance counts per usable profile, and (profile, model) per used instance.
+    Mig {
+        counts: Vec<u8>,
+        tenants: Vec<(usize, usize)>,
+    },
+    /// MIG enabled with only instances of profile `q`, each time-sliced with `k` replicas.
+    MigTs {
+        q: usize,
+        k: u32,
+        counts: Vec<u8>,
+        tenants: Vec<usize>,
+    },
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeA {
+    pub gpus: Vec<Dev>,
+}
+
+impl NodeA {
+    fn new(gpn: u32) -> Self {
+        Self { gpus: vec![Dev::Unused; gpn as usize] }
+    }
+
+    fn has_whole(&self) -> bool {
+        self.gpus.iter().any(|d| matches!(d, Dev::Whole { .. }))
+    }
+
+    /// The time-slicing replica count of this node's whole GPUs, if any is time-sliced.
+    fn ts_k(&self) -> Option<u32> {
+        self.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None })
+    }
+
+    fn hosts(&self, m: usize) -> bool {
+        self.gpus.iter().any(|d| dev_hosts(d, m))
+    }
+
+    pub fn used(&self) -> bool {
+        self.gpus.iter().any(|d| *d != Dev::Unused)
+    }
+}
+
+fn dev_hosts(d: &Dev, m: usize) -> bool {
+    match d {
+        Dev::Unused => false,
+        Dev::Whole { tenant } => *tenant == Some(m),
+        Dev::Ts { tenants, .. } => tenants.contains(&m),
+        Dev::Mig { tenants, .. } => tenants.iter().any(|&(_, t)| t == m),
+        Dev::MigTs { tenants, .. } => tenants.contains(&m),
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PoolA {
+    pub nodes: Vec<NodeA>,
+}
+
+/// Every pool's nodes and GPUs, and per model how many replicas run with which option.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Assignment {
+    pub pools: Vec<PoolA>,
+    /// (model, pool, kind) → replicas.
+    pub replicas: BTreeMap<(usize, usize, Kind), u32>,
+}
+
+impl Assignment {
+    pub fn gpus_used(&self) -> u64 {
+        self.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus).filter(|d| **d != Dev::Unused).count()
+            as u64
+    }
+
+    pub fn cost(&self, problem: &Problem<'_>) -> f64 {
+        self.pools
+            .iter()
+            .zip(&problem.pools)
+            .map(|(a, p)| {
+                let used = a.nodes.iter().flat_map(|n| &n.gpus).filter(|d| **d != Dev::Unused).count();
+                used as f64 * p.weight
+            })
+            .sum()
+    }
+}
+
+/// How freely [`place`] may change devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Only use devices already configured (decomposition).
+    Fixed,
+    /// Configure unused GPUs and extend MIG layouts (first-fit).
+    Grow,
+}
+
+/// Places one replica of model `m` with `kind` in pool `pi`. Returns whether it found room.
+fn place(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    m: usize,
+    pi: usize,
+    kind: Kind,
+    mode: Mode,
+    node_limit: usize,
+) -> bool {
+    let Some(pool) = problem.pools.get(pi) else { return false };
+    let spread = problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+    let Some(pa) = a.pools.get_mut(pi) else { return false };
+    let mut limit = node_limit.min(pa.nodes.len());
+    if mode == Mode::Grow {
+        // Nodes after the first empty one are all empty: looking at one of them is enough.
+        if let Some(first_empty) = pa.nodes.iter().take(limit).position(|n| !n.used()) {
+            limit = limit.min(first_empty + 1);
+        }
+    }
+    let node_ok = |n: &NodeA| spread != Spread::Node || !n.hosts(m);
+    let gpu_ok = |d: &Dev| spread == Spread::None || !dev_hosts(d, m);
+    match kind {
+        Kind::Whole(count) => {
+            let count = count as usize;
+            for n in pa.nodes.iter_mut().take(limit) {
+                if !node_ok(n) || n.ts_k().is_some() {
+                    continue;
+                }
+                let free: Vec<usize> = n
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| match mode {
+                        Mode::Fixed => **d == Dev::Whole { tenant: None },
+                        Mode::Grow => **d == Dev::Unused,
+                    })
+                    .map(|(i, _)| i)
+                    .take(count)
+                    .collect();
+                if free.len() == count {
+                    for i in free {
+                        n.gpus[i] = Dev::Whole { tenant: Some(m) };
+                    }
+                    return true;
+                }
+            }
+            false
+        }
+        Kind::TimeSliced(k) => {
+            // A time-sliced GPU with a free slot first, then (growing) a new one.
+            for pass in 0..2 {
+                if pass == 1 && mode == Mode::Fixed {
+                    break;
+                }
+                for n in pa.nodes.iter_mut().take(limit) {
+                    if !node_ok(n) {
+                        continue;
+                    }
+                    if pass == 1 && (n.has_whole() || n.ts_k().is_some_and(|x| x != k)) {
+                        continue;
+                    }
+                    for d in n.gpus.iter_mut() {
+                        match d {
+                            Dev::Ts { k: dk, tenants }
+                                if pass == 0 && *dk == k && (tenants.len() as u32) < k =>
+                            {
+                                if spread != Spread::None && tenants.contains(&m) {
+                                    continue;
+                                }
+                                tenants.push(m);
+                                return true;
+                            }
+                            Dev::Unused if pass == 1 => {
+                                *d = Dev::Ts { k, tenants: vec![m] };
+                                return true;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            false
+        }
+        Kind::MigTs(q, k) => {
+            // Only configured GPUs (the first-fit baseline does not time-slice MIG instances).
+            for n in pa.nodes.iter_mut().take(limit) {
+                if !node_ok(n) {
+                    continue;
+                }
+                for d in n.gpus.iter_mut() {
+                    if let Dev::MigTs { q: dq, k: dk, counts, tenants } = d
+                        && *dq == q
+                        && *dk == k
+                        && (tenants.len() as u64)
+                            < u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0))
+                        && (spread == Spread::None || !tenants.contains(&m))
+                    {
+                        tenants.push(m);
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        Kind::Mig(q) => {
+            // A free instance first, then (growing) an extended layout, then a new MIG GPU.
+            for pass in 0..3 {
+                if pass > 0 && mode == Mode::Fixed {
+                    break;
+                }
+                for n in pa.nodes.iter_mut().take(limit) {
+                    if !node_ok(n) {
+                        continue;
+                    }
+                    for d in n.gpus.iter_mut() {
+                        if !gpu_ok(d) {
+                            continue;
+                        }
+                        match d {
+                            Dev::Mig { counts, tenants } if pass < 2 => {
+                                let used = tenants.iter().filter(|&&(p, _)| p == q).count();
+                                let have = usize::from(counts.get(q).copied().unwrap_or(0));
+                                if pass == 0 && used < have {
+                                    tenants.push((q, m));
+                                    return true;
+                                }
+                                if pass == 1 && used >= have {
+                                    let mut c = counts.clone();
+                                    if let Some(x) = c.get_mut(q) {
+                                        *x += 1;
+                                    }
+                                    if layouts::from_counts(pool.gpu, &pool.profiles, c.clone()).is_some() {
+                                        *counts = c;
+                                        tenants.push((q, m));
+                                        return true;
+                                    }
+                                }
+                            }
+                            Dev::Unused if pass == 2 => {
+                                let mut c = vec![0u8; pool.profiles.len()];
+                                if let Some(x) = c.get_mut(q) {
+                                    *x = 1;
+                                }
+                                if layouts::from_counts(pool.gpu, &pool.profiles, c.clone()).is_none() {
+                                    return false;
+                                }
+                                *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
+                                return true;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            false
+        }
+    }
+}
+
+fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assignment {
+    Assignment {
+        pools: problem
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PoolA { nodes: (0..nodes_per_pool(i)).map(|_| NodeA::new(p.gpn)).collect() })
+            .collect(),
+        replicas: BTreeMap::new(),
+    }
+}
+
+/// Drops MIG instances nobody uses (so that a layout shows exactly what runs, whichever
+/// maximal layout the solver picked), except on GPUs that keep the layout they run today, and
+/// drops trailing unused nodes of autoscaled pools (keeping the pool's minimum).
+fn trim(problem: &Problem<'_>, a: &mut Assignment) {
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        for (ni, node) in pa.nodes.iter_mut().enumerate() {
+            let name = p.node_name(ni);
+            let current = p.spec.current.iter().find(|n| n.node == name);
+            for (gi, d) in node.gpus.iter_mut().enumerate() {
+                let Dev::Mig { counts, tenants } = d else { continue };
+                let kept = current
+                    .and_then(|c| c.gpus.get(gi))
+                    .and_then(|names| layouts::from_names(p.gpu, &p.profiles, names))
+                    .is_some_and(|l| &l.counts == counts);
+                if kept {
+                    continue;
+                }
+                let mut used = vec![0u8; counts.len()];
+                for &(q, _) in tenants.iter() {
+                    if let Some(u) = used.get_mut(q) {
+                        *u += 1;
+                    }
+                }
+                if used.iter().all(|&u| u == 0) {
+                    *d = Dev::Unused;
+                } else {
+                    *counts = used;
+                }
+            }
+        }
+    }
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        if !p.autoscaled {
+            continue;
+        }
+        while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {
+            pa.nodes.pop();
+        }
+    }
+}
+
+/// Spread models first (they have the fewest choices), then larger replicas first.
+fn model_order(problem: &Problem<'_>) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..problem.models.len()).collect();
+    order.sort_by(|&a, &b| {
+        let ma = &problem.models[a];
+        let mb = &problem.models[b];
+        mb.spec.spread.cmp(&ma.spec.spread).then(ma.name().cmp(mb.name()))
+    });
+    order
+}
+
+/// One replica to place: its size, its model and the (pool, kind) choices in order.
+type Item = (f64, usize, Vec<(usize, Kind)>);
+
+/// First-fit-decreasing: each model takes its smallest option (rate models: the option with the
+/// most requests per second per GPU share, as many replicas as the rate needs); replicas,
+/// largest first, go to the first device with room, opening GPUs and nodes in order. A replica
+/// that fits nowhere with its preferred option tries the model's other options, smallest first.
+/// Returns `None` when some replica fits nowhere.
+pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
+    let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
+    let mut items: Vec<Item> = Vec::new();
+    for m in model_order(problem) {
+        let mc = &problem.models[m];
+        let mut opts: Vec<&crate::plan::problem::Opt> =
+            mc.options.iter().filter(|o| !matches!(o.kind, Kind::MigTs(..))).collect();
+        if opts.is_empty() {
+            return None;
+        }
+        match mc.need {
+            Need::Replicas(n) => {
+                opts.sort_by(|x, y| {
+                    x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+                });
+                let choices: Vec<(usize, Kind)> = opts.iter().map(|o| (o.pool, o.kind)).collect();
+                for _ in 0..n {
+                    items.push((opts[0].size, m, choices.clone()));
+                }
+            }
+            Need::Rate { rps, min_replicas } => {
+                let best = opts.iter().filter(|o| o.rps.is_some()).max_by(|x, y| {
+                    let ex = x.rps.unwrap_or(0.0) / x.size;
+                    let ey = y.rps.unwrap_or(0.0) / y.size;
+                    ex.total_cmp(&ey)
+                        .then(y.size.total_cmp(&x.size))
+                        .then(y.pool.cmp(&x.pool))
+                        .then(y.kind.cmp(&x.kind))
+                })?;
+                let per = best.rps.unwrap_or(0.0);
+                if per <= 0.0 {
+                    return None;
+                }
+                let n = ((rps / per - 1e-9).ceil().max(0.0) as u32).max(min_replicas);
+                // Any device at least as fast will do for these replicas, smallest first.
+                let mut alts: Vec<&crate::plan::problem::Opt> =
+                    opts.iter().copied().filter(|o| o.rps.is_some_and(|r| r >= per)).collect();
+                alts.sort_by(|x, y| {
+                    x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+                });
+                let choices: Vec<(usize, Kind)> = alts.iter().map(|o| (o.pool, o.kind)).collect();
+                for _ in 0..n {
+                    items.push((best.size, m, choices.clone()));
+                }
+            }
+        }
+    }
+    // Stable: larger first; equal sizes keep the model order above.
+    items.sort_by(|x, y| y.0.total_cmp(&x.0));
+    for (_, m, choices) in items {
+        let mut placed = false;
+        for &(pi, kind) in &choices {
+            if place(problem, &mut a, m, pi, kind, Mode::Grow, usize::MAX) {
+                *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
+                placed = true;
+                break;
+            }
+        }
+        if !placed {
+            return None;
+        }
+    }
+    trim(problem, &mut a);
+    Some(a)
+}
+
+/// Per-pool counts chosen by the optimiser.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PoolCounts {
+    /// GPUs per candidate layout (same index as `PoolCtx::layouts`).
+    pub layouts: Vec<u64>,
+    /// Time-sliced GPUs per replica count k.
+    pub ts: BTreeMap<u32, u64>,
+    /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.
+    pub whole_nodes: u64,
+    pub ts_nodes: BTreeMap<u32, u64>,
+    /// GPUs cut into instances of one profile time-sliced with k, and their nodes, per (profile, k).
+    pub mig_ts: BTreeMap<(usize, u32), u64>,
+    pub mig_ts_nodes: BTreeMap<(usize, u32), u64>,
+    pub nodes: u64,
+}
+
+/// Turns the optimiser's counts into concrete nodes and GPUs, then places every replica.
+/// Returns `None` if a replica finds no room (the caller then keeps the first-fit plan).
+pub(crate) fn decompose(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+) -> Option<Assignment> {
+    let mut a = empty(problem, |i| {
+        let p = &problem.pools[i];
+        if p.autoscaled {
+            counts.get(i).map_or(0, |c| c.nodes as usize).max(p.min_nodes as usize)
+        } else {
+            p.named.len()
+        }
+    });
+    for (pi, (pool, c)) in problem.pools.iter().zip(counts).enumerate() {
+        let pa = &mut a.pools[pi];
+        let used_nodes = (c.nodes as usize).min(pa.nodes.len());
+        // Node classes: exclusive-whole nodes first, then time-sliced nodes per k.
+        let mut class: Vec<Option<Option<u32>>> = vec![None; pa.nodes.len()];
+        let mut next = 0usize;
+        for _ in 0..c.whole_nodes {
+            if next < used_nodes {
+                class[next] = Some(None);
+                next += 1;
+            }
+        }
+        for (&k, &z) in &c.ts_nodes {
+            for _ in 0..z {
+                if next < used_nodes {
+                    class[next] = Some(Some(k));
+                    next += 1;
+                }
+            }
+        }
+        // MIG time-slicing nodes next: they hold only their GPUs of one profile and k.
+        let mut mig_ts_class: Vec<bool> = vec![false; pa.nodes.len()];
+        for (&(q, k), &z) in &c.mig_ts_nodes {
+            let mut want = c.mig_ts.get(&(q, k)).copied().unwrap_or(0);
+            let mut counts = vec![0u8; pool.profiles.len()];
+            if let Some(x) = counts.get_mut(q) {
+                *x = pool.homogeneous.get(q).copied().unwrap_or(0);
+            }
+            for _ in 0..z {
+                if next >= used_nodes {
+                    break;
+                }
+                mig_ts_class[next] = true;
+                class[next] = Some(Some(0));
+                for d in pa.nodes[next].gpus.iter_mut() {
+                    if want > 0 {
+                        *d = Dev::MigTs { q, k, counts: counts.clone(), tenants: Vec::new() };
+                        want -= 1;
+                    }
+                }
+                next += 1;
+            }
+            if want > 0 {
+                return None;
+            }
+        }
+        // Multi-GPU replicas first (largest first), on whole nodes, reserving their GPUs.
+        let mut multi: Vec<(u32, usize)> = Vec::new();
+        for (&(m, p, kind), &n) in replicas {
+            if p == pi
+                && let Kind::Whole(g) = kind
+            {
+                for _ in 0..n {
+                    multi.push((g, m));
+                }
+            }
+        }
+        multi.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        for (g, m) in multi {
+            let g = g as usize;
+            let by_node = problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Node);
+            let slot = (0..used_nodes).find(|&i| {
+                class[i] == Some(None)
+                    && !(by_node && pa.nodes[i].hosts(m))
+                    && pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count() >= g
+            })?;
+            let node = &mut pa.nodes[slot];
+            let mut left = g;
+            for d in node.gpus.iter_mut() {
+                if left > 0 && *d == Dev::Unused {
+                    *d = Dev::Whole { tenant: Some(m) };
+                    left -= 1;
+                }
+            }
+        }
+        for (&k, &t) in &c.ts {
+            for _ in 0..t {
+                let slot = (0..used_nodes)
+                    .find(|&i| class[i] == Some(Some(k)) && pa.nodes[i].gpus.contains(&Dev::Unused))?;
+                if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
+                    *d = Dev::Ts { k, tenants: Vec::new() };
+                }
+            }
+        }
+        // MIG GPUs whose layout a node runs today stay where they are (no drain).
+        let mut left: Vec<u64> = c.layouts.clone();
+        for (ni, node) in pa.nodes.iter_mut().enumerate() {
+            if mig_ts_class.get(ni).copied().unwrap_or(false) {
+                continue;
+            }
+            let name = pool.node_name(ni);
+            let Some(current) = pool.spec.current.iter().find(|n| n.node == name) else { continue };
+            for (gi, names) in current.gpus.iter().enumerate() {
+                if names.is_empty() || node.gpus.get(gi) != Some(&Dev::Unused) {
+                    continue;
+                }
+                let Some(now) = layouts::from_names(pool.gpu, &pool.profiles, names) else { continue };
+                if let Some(l) = pool.layouts.iter().position(|x| x.counts == now.counts)
+                    && left.get(l).is_some_and(|&n| n > 0)
+                {
+                    left[l] -= 1;
+                    node.gpus[gi] = Dev::Mig { counts: now.counts, tenants: Vec::new() };
+                }
+            }
+        }
+        // The other MIG GPUs: spread over the used nodes, the node with the most free GPUs
+        // first, so that spread models find distinct nodes.
+        for (l, &g) in left.iter().enumerate() {
+            let Some(layout) = pool.layouts.get(l) else { continue };
+            for _ in 0..g {
+                let slot = (0..used_nodes)
+                    .filter(|&i| !mig_ts_class[i] && pa.nodes[i].gpus.contains(&Dev::Unused))
+                    .max_by(|&x, &y| {
+                        let fx = pa.nodes[x].gpus.iter().filter(|d| **d == Dev::Unused).count();
+                        let fy = pa.nodes[y].gpus.iter().filter(|d| **d == Dev::Unused).count();
+                        fx.cmp(&fy).then(y.cmp(&x))
+                    })?;
+                if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
+                    *d = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
+                }
+            }
+        }
+    }
+    // Place the non-multi replicas on the configured devices.
+    let order = model_order(problem);
+    for m in order {
+        for (&(mm, pi, kind), &n) in replicas.range((m, 0, Kind::Whole(0))..) {
+            if mm != m {
+                break;
+            }
+            if matches!(kind, Kind::Whole(_)) {
+                continue; // already placed above
+            }
+            for _ in 0..n {
+                if !place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
+                    return None;
+                }
+            }
+        }
+    }
+    a.replicas = replicas.clone();
+    trim(problem, &mut a);
+    Some(a)
+}

@@ -1,0 +1,438 @@
+//! From a concrete [`Assignment`] to the public [`Plan`]: node and GPU views, named mig-parted
+//! and device-plugin configs, replica groups per model, reasons and the quality report.
+//!
+//! Guarantee: every MIG GPU's layout is re-validated with [`crate::catalog::layout::validate`]
+//! here (its placements come from that call); a layout that fails is an internal error.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::plan::assign::{Assignment, Dev};
+use crate::plan::problem::{Kind, Need, Problem};
+use crate::plan::{
+    DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
+    Quality, ReplicaGroup, Tenant,
+};
+
+/// Mig-parted's name for "MIG off on every GPU".
+pub const ALL_DISABLED: &str = "all-disabled";
+/// The device-plugin config of nodes without sharing.
+pub const DEFAULT_PLUGIN_CONFIG: &str = "default";
+
+/// Figures the quality report needs besides the assignment.
+#[derive(Clone, Debug)]
+pub(crate) struct Figures {
+    pub lower_bound: u32,
+    pub ffd: Option<u32>,
+    /// Which planner produced the assignment and how (one sentence, goes into every model's reasons).
+    pub method: String,
+}
+
+/// (model, pool, resource, GPUs per replica).
+type GroupKey = (usize, usize, String, u32);
+
+/// A Kubernetes label value made of the pool name: `[A-Za-z0-9._-]`, alphanumeric ends.
+fn label_part(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' { c } else { '-' })
+        .collect();
+    out.truncate(max);
+    let trimmed = out.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if trimmed.is_empty() { "pool".to_owned() } else { trimmed.to_owned() }
+}
+
+pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Result<Plan, String> {
+    let mut mig_configs: BTreeMap<String, MigConfig> = BTreeMap::new();
+    mig_configs.insert(
+        ALL_DISABLED.to_owned(),
+        MigConfig {
+            entries: vec![MigConfigEntry {
+                devices: None,
+                device_filter: Vec::new(),
+                mig_enabled: false,
+                mig_devices: BTreeMap::new(),
+            }],
+        },
+    );
+    let mut plugin_configs: BTreeMap<String, DevicePluginConfig> = BTreeMap::new();
+    plugin_configs
+        .insert(DEFAULT_PLUGIN_CONFIG.to_owned(), DevicePluginConfig { time_slicing: BTreeMap::new() });
+    // (model, pool, resource, per_replica) → (replicas, nodes)
+    let mut groups: BTreeMap<GroupKey, (u32, BTreeSet<String>)> = BTreeMap::new();
+    let mut pools = Vec::new();
+    let mut gpus_used = 0u32;
+    let mut cost = 0.0;
+    let mut priced = true;
+    for (pi, (pool, pa)) in problem.pools.iter().zip(&a.pools).enumerate() {
+        // Per node: the MIG spec of each GPU (None = MIG disabled).
+        let mut node_specs: Vec<Vec<Option<Vec<u8>>>> = Vec::new();
+        for n in &pa.nodes {
+            node_specs.push(
+                n.gpus
+                    .iter()
+                    .map(|d| match d {
+                        Dev::Mig { counts, .. } | Dev::MigTs { counts, .. } => Some(counts.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            );
+        }
+        // Name the distinct MIG node layouts of this pool, in order of their description.
+        let describe = |spec: &[Option<Vec<u8>>]| -> String {
+            spec.iter()
+                .map(|s| match s {
+                    None => "off".to_owned(),
+                    Some(c) => crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, c.clone())
+                        .map_or_else(|| "invalid".to_owned(), |l| l.key),
+                })
+                .collect::<Vec<_>>()
+                .join("|")
+        };
+        let distinct: BTreeSet<String> =
+            node_specs.iter().filter(|s| s.iter().any(Option::is_some)).map(|s| describe(s)).collect();
+        let base = format!("gpuplan-{}", label_part(pool.name(), 40));
+        let names: BTreeMap<String, String> =
+            distinct.iter().enumerate().map(|(i, d)| (d.clone(), format!("{base}-{}", i + 1))).collect();
+
+        let mut nodes = Vec::new();
+        for (ni, (n, spec)) in pa.nodes.iter().zip(&node_specs).enumerate() {
+            let node_name = pool.node_name(ni);
+            let mut gpus = Vec::new();
+            let mut ts_k = None;
+            let mut mig_ts: BTreeMap<String, u32> = BTreeMap::new();
+            for (gi, d) in n.gpus.iter().enumerate() {
+                let index = gi as u32;
+                let (mode, tenants) = match d {
+                    Dev::Unused => (GpuMode::Unused, Vec::new()),
+                    Dev::Whole { tenant } => (
+                        GpuMode::Whole,
+                        tenant
+                            .iter()
+                            .map(|&m| Tenant {
+                                model: problem.models[m].name().to_owned(),
+                                instance_start: None,
+                            })
+                            .collect(),
+                    ),
+                    Dev::Ts { k, tenants } => {
+                        ts_k = Some(*k);
+                        let mut t: Vec<Tenant> = tenants
+                            .iter()
+                            .map(|&m| Tenant {
+                                model: problem.models[m].name().to_owned(),
+                                instance_start: None,
+                            })
+                            .collect();
+                        t.sort_by(|x, y| x.model.cmp(&y.model));
+                        (GpuMode::TimeSliced { replicas: *k }, t)
+                    }
+                    Dev::MigTs { q, k, counts, tenants } => {
+                        let layout =
+                            crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, counts.clone())
+                                .ok_or_else(|| {
+                                    format!("internal: invalid MIG layout on `{node_name}` GPU {gi}")
+                                })?;
+                        let names = layout.names(&pool.profiles);
+                        let placed = crate::catalog::layout::validate(pool.gpu, &names)
+                            .map_err(|e| format!("internal: layout on `{node_name}` GPU {gi}: {e}"))?;
+                        if let Some(p) = pool.profiles.get(*q) {
+                            mig_ts.insert(format!("nvidia.com/mig-{}", p.name), *k);
+                        }
+                        // The device plugin picks the instance; show tenants spread over them.
+                        let mut sorted: Vec<&str> =
+                            tenants.iter().map(|&m| problem.models[m].name()).collect();
+                        sorted.sort();
+                        let mut ts: Vec<Tenant> = sorted
+                            .iter()
+                            .enumerate()
+                            .map(|(i, m)| Tenant {
+                                model: (*m).to_owned(),
+                                instance_start: placed.get(i % placed.len().max(1)).map(|p| p.start),
+                            })
+                            .collect();
+                        ts.sort_by(|x, y| {
+                            x.instance_start.cmp(&y.instance_start).then(x.model.cmp(&y.model))
+                        });
+                        (GpuMode::Mig { instances: placed }, ts)
+                    }
+                    Dev::Mig { counts, tenants } => {
+                        let layout =
+                            crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, counts.clone())
+                                .ok_or_else(|| {
+                                    format!("internal: invalid MIG layout on `{node_name}` GPU {gi}")
+                                })?;
+                        // Re-validate through the catalog (the placement shown is that call's).
+                        let names = layout.names(&pool.profiles);
+                        let placed = crate::catalog::layout::validate(pool.gpu, &names)
+                            .map_err(|e| format!("internal: layout on `{node_name}` GPU {gi}: {e}"))?;
+                        let mut free: Vec<(String, u8)> =
+                            placed.iter().map(|p| (p.profile.clone(), p.start)).collect();
+                        let mut ts: Vec<Tenant> = Vec::new();
+                        let mut sorted = tenants.clone();
+                        sorted.sort_by(|x, y| {
+                            problem.models[x.1].name().cmp(problem.models[y.1].name()).then(x.0.cmp(&y.0))
+                        });
+                        for (q, m) in sorted {
+                            let pname = &pool.profiles[q].name;
+                            let Some(pos) = free.iter().position(|(p, _)| p == pname) else {
+                                return Err(format!(
+                                    "internal: no `{pname}` instance left on `{node_name}` GPU {gi}"
+                                ));
+                            };
+                            let (_, start) = free.remove(pos);
+                            ts.push(Tenant {
+                                model: problem.models[m].name().to_owned(),
+                                instance_start: Some(start),
+                            });
+                        }
+                        ts.sort_by_key(|t| t.instance_start);
+                        (GpuMode::Mig { instances: placed }, ts)
+                    }
+                };
+                gpus.push(GpuPlan { index, mode, tenants });
+            }
+            // Replica groups.
+            let mut whole_count: BTreeMap<usize, u32> = BTreeMap::new();
+            for d in &n.gpus {
+                match d {
+                    Dev::Whole { tenant: Some(m) } => *whole_count.entry(*m).or_insert(0) += 1,
+                    Dev::Ts { k, tenants } => {
+                        for &m in tenants {
+                            let res = pool.resource(Kind::TimeSliced(*k), problem.rename_shared);
+                            let e = groups.entry((m, pi, res, 1)).or_default();
+                            e.0 += 1;
+                            e.1.insert(node_name.clone());
+                        }
+                    }
+                    Dev::MigTs { q, k, tenants, .. } => {
+                        for &m in tenants {
+                            let res = pool.resource(Kind::MigTs(*q, *k), problem.rename_shared);
+                            let e = groups.entry((m, pi, res, 1)).or_default();
+                            e.0 += 1;
+                            e.1.insert(node_name.clone());
+                        }
+                    }
+                    Dev::Mig { tenants, .. } => {
+                        for &(q, m) in tenants {
+                            let e = groups.entry((m, pi, pool.resource(Kind::Mig(q), false), 1)).or_default();
+                            e.0 += 1;
+                            e.1.insert(node_name.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for (m, g) in whole_count {
+                let per = problem.models[m].spec.gpus.unwrap_or(1).max(1);
+                let e = groups.entry((m, pi, "nvidia.com/gpu".to_owned(), per)).or_default();
+                e.0 += g / per;
+                e.1.insert(node_name.clone());
+            }
+            let used = gpus.iter().filter(|g| g.mode != GpuMode::Unused).count() as u32;
+            gpus_used += used;
+            match pool.spec.cost_per_gpu_hour {
+                Some(c) => cost += c * f64::from(used),
+                None if used > 0 => priced = false,
+                None => {}
+            }
+            let mig_config = if spec.iter().any(Option::is_some) {
+                let key = describe(spec);
+                let name = names.get(&key).cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
+                mig_configs.entry(name.clone()).or_insert_with(|| mig_config(pool, spec));
+                name
+            } else {
+                ALL_DISABLED.to_owned()
+            };
+            let device_plugin_config = match ts_k {
+                Some(k) => {
+                    let name = format!("gpuplan-ts-gpu-{k}");
+                    plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
+                        time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
+                    });
+                    name
+                }
+                None if !mig_ts.is_empty() => {
+                    let parts: Vec<String> = mig_ts
+                        .iter()
+                        .map(|(r, k)| format!("{}-{k}", r.trim_start_matches("nvidia.com/")))
+                        .collect();
+                    let mut name = format!("gpuplan-ts-{}", parts.join("-"));
+                    name.truncate(63);
+                    let name = name.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
+                    plugin_configs
+                        .entry(name.clone())
+                        .or_insert_with(|| DevicePluginConfig { time_slicing: mig_ts.clone() });
+                    name
+                }
+                None => DEFAULT_PLUGIN_CONFIG.to_owned(),
+            };
+            let must_drain = must_drain(pool, &node_name, &gpus);
+            nodes.push(NodePlan { name: node_name, mig_config, device_plugin_config, must_drain, gpus });
+        }
+        nodes.sort_by(|x, y| x.name.cmp(&y.name));
+        pools.push(PoolPlan {
+            name: pool.name().to_owned(),
+            gpu: pool.gpu.id.clone(),
+            autoscaled: pool.autoscaled,
+            nodes,
+        });
+    }
+
+    let mut models = Vec::new();
+    let mut one_per_replica = 0u32;
+    for (mi, mc) in problem.models.iter().enumerate() {
+        let mut gs = Vec::new();
+        for ((m, pi, resource, per), (replicas, nodes)) in &groups {
+            if *m != mi {
+                continue;
+            }
+            gs.push(ReplicaGroup {
+                resource: resource.clone(),
+                per_replica: *per,
+                replicas: *replicas,
+                pool: problem.pools[*pi].name().to_owned(),
+                nodes: nodes.iter().cloned().collect(),
+            });
+            one_per_replica += replicas * per;
+        }
+        let reasons = reasons(problem, a, mi, fig);
+        models.push(ModelPlan { name: mc.name().to_owned(), groups: gs, reasons });
+    }
+    let quality = Quality {
+        gpus_used,
+        lower_bound: fig.lower_bound.min(gpus_used),
+        one_gpu_per_replica: one_per_replica,
+        first_fit_decreasing: fig.ffd,
+        cost_per_hour: (priced && gpus_used > 0).then_some((cost * 1e6).round() / 1e6),
+    };
+    Ok(Plan {
+        name: problem.spec.name.clone(),
+        pools,
+        models,
+        mig_configs,
+        device_plugin_configs: plugin_configs,
+        quality,
+    })
+}
+
+fn mig_config(pool: &crate::plan::problem::PoolCtx<'_>, spec: &[Option<Vec<u8>>]) -> MigConfig {
+    let counts_map = |c: &[u8]| -> BTreeMap<String, u32> {
+        c.iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .filter_map(|(q, n)| pool.profiles.get(q).map(|p| (p.name.clone(), u32::from(*n))))
+            .collect()
+    };
+    let filter = pool.gpu.pci_ids.clone();
+    let uniform = spec.windows(2).all(|w| w[0] == w[1]);
+    if uniform && let Some(Some(c)) = spec.first() {
+        return MigConfig {
+            entries: vec![MigConfigEntry {
+                devices: None,
+                device_filter: filter,
+                mig_enabled: true,
+                mig_devices: counts_map(c),
+            }],
+        };
+    }
+    // Devices differ: one entry per distinct GPU spec, by index, MIG-disabled GPUs first.
+    let mut by_spec: BTreeMap<Option<Vec<u8>>, Vec<u32>> = BTreeMap::new();
+    for (i, s) in spec.iter().enumerate() {
+        by_spec.entry(s.clone()).or_default().push(i as u32);
+    }
+    let mut entries: Vec<MigConfigEntry> = by_spec
+        .into_iter()
+        .map(|(s, devices)| MigConfigEntry {
+            devices: Some(devices),
+            device_filter: filter.clone(),
+            mig_enabled: s.is_some(),
+            mig_devices: s.as_deref().map(counts_map).unwrap_or_default(),
+        })
+        .collect();
+    entries.sort_by(|x, y| x.devices.cmp(&y.devices));
+    MigConfig { entries }
+}
+
+fn must_drain(pool: &crate::plan::problem::PoolCtx<'_>, node: &str, gpus: &[GpuPlan]) -> bool {
+    let Some(current) = pool.spec.current.iter().find(|c| c.node == node) else { return false };
+    gpus.iter().enumerate().any(|(i, g)| {
+        let mut planned: Vec<String> = match &g.mode {
+            GpuMode::Mig { instances } => instances.iter().map(|p| p.profile.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let mut now: Vec<String> = current.gpus.get(i).cloned().unwrap_or_default();
+        planned.sort();
+        now.sort();
+        planned != now
+    })
+}
+
+fn gib(mib: f64) -> String {
+    format!("{:.1} GiB", mib / 1024.0)
+}
+
+fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> Vec<String> {
+    let mc = &problem.models[mi];
+    let m = mc.spec;
+    let mut out = Vec::new();
+    let chosen: Vec<(usize, Kind, u32)> =
+        a.replicas.iter().filter(|((x, _, _), _)| *x == mi).map(|(&(_, p, k), &n)| (p, k, n)).collect();
+    match &mc.need {
+        Need::Replicas(n) => out.push(format!(
+            "needs {n} replica(s) of {} and compute {:.2} each, isolation `{}`, spread `{}`",
+            gib(m.memory_mib as f64),
+            m.compute,
+            crate::plan::problem::isolation_word(m.isolation),
+            crate::plan::problem::spread_word(m.spread)
+        )),
+        Need::Rate { rps, min_replicas } => out.push(format!(
+            "needs {rps:.1} requests/s with at least {min_replicas} replica(s) of {}",
+            gib(m.memory_mib as f64)
+        )),
+    }
+    let mut covered = 0.0;
+    for &(pi, kind, n) in &chosen {
+        let pool = &problem.pools[pi];
+        let opt = mc.options.iter().find(|o| o.pool == pi && o.kind == kind);
+        let mut s = format!(
+            "{n} replica(s) on {} in pool `{}` (`{}`)",
+            pool.kind_label(kind),
+            pool.name(),
+            pool.resource(kind, problem.rename_shared)
+        );
+        if let Some(o) = opt {
+            if let Some(r) = o.rps {
+                covered += r * f64::from(n);
+                s.push_str(&format!(", {r:.1} requests/s each"));
+            }
+            if let Some(p) = o.p99_ms {
+                s.push_str(&format!(", predicted p99 {p:.1} ms"));
+                if let Some(l) = &m.latency {
+                    s.push_str(&format!(" within the {:.1} ms SLO", l.p99_ms));
+                }
+            }
+        }
+        out.push(s);
+    }
+    if let Need::Rate { rps, .. } = mc.need {
+        out.push(format!("throughput: the replicas cover {covered:.1} of the {rps:.1} requests/s needed"));
+    }
+    // Why not smaller: the rejected candidates in the pools the model uses.
+    let used_pools: BTreeSet<usize> = chosen.iter().map(|c| c.0).collect();
+    for r in mc.rejected.iter().filter(|r| used_pools.contains(&r.pool)) {
+        out.push(format!("not {}: {}", r.reason.word(), r.text));
+    }
+    // Cheaper options it had but did not take.
+    for o in &mc.options {
+        if used_pools.contains(&o.pool) && !chosen.iter().any(|c| c.0 == o.pool && c.1 == o.kind) {
+            let pool = &problem.pools[o.pool];
+            out.push(format!(
+                "could also run on {} in pool `{}`; the optimiser preferred the choice above",
+                pool.kind_label(o.kind),
+                pool.name()
+            ));
+        }
+    }
+    out.push(fig.method.clone());
+    out
+}

@@ -1,0 +1,180 @@
+//! Why no plan exists: per-model binding reasons, spread and capacity, with the smallest
+//! inventory addition that would make the plan feasible.
+//!
+//! In: a [`Problem`] (and the optimiser's failure). Out: [`Diagnostics`] labelled with the
+//! model's or pool's span when the spec has one. Also the simple size lower bound.
+
+use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::plan::milp::{self, Goal, MilpError};
+use crate::plan::problem::{Need, Problem, Reason};
+use crate::spec::Spread;
+
+fn at_model(d: Diagnostic, problem: &Problem<'_>, mi: usize) -> Diagnostic {
+    match problem.models.get(mi).and_then(|m| m.spec.span.clone()) {
+        Some(span) => d.at(span, "this model"),
+        None => d,
+    }
+}
+
+/// Models that no device of any allowed pool can serve, and spread demands no inventory can meet.
+pub(crate) fn unservable(problem: &Problem<'_>) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    for (mi, mc) in problem.models.iter().enumerate() {
+        let name = mc.name();
+        if mc.options.is_empty() {
+            let binding = mc.rejected.iter().map(|r| r.reason).max();
+            let details: Vec<&str> =
+                mc.rejected.iter().filter(|r| Some(r.reason) == binding).map(|r| r.text.as_str()).collect();
+            let (code, what, help) = match binding {
+                None => (
+                    codes::NO_ELIGIBLE_POOL,
+                    "there are no pools".to_owned(),
+                    "add a pool to `inventory.pools`".to_owned(),
+                ),
+                Some(Reason::Pool) => (
+                    codes::NO_ELIGIBLE_POOL,
+                    "no pool is allowed by its `pools` / `gpuTypes`".to_owned(),
+                    "widen `pools` or `gpuTypes`, or add a pool with an allowed GPU".to_owned(),
+                ),
+                Some(Reason::Isolation) => (
+                    codes::ISOLATION_UNSATISFIABLE,
+                    "its isolation policy rules out every device that fits".to_owned(),
+                    "relax `isolation`, or add a pool whose GPUs fit it whole".to_owned(),
+                ),
+                Some(Reason::NodeSize) => (
+                    codes::REPLICA_EXCEEDS_NODE,
+                    "a replica needs more GPUs than any node has".to_owned(),
+                    "lower `gpus`, or add a pool with more GPUs per node".to_owned(),
+                ),
+                Some(Reason::Memory) => (
+                    codes::MODEL_EXCEEDS_MEMORY,
+                    "it needs more memory than any allowed device offers".to_owned(),
+                    "add a pool of GPUs with more memory, or use `gpus` for a multi-GPU replica".to_owned(),
+                ),
+                Some(Reason::Compute) => (
+                    codes::MODEL_EXCEEDS_COMPUTE,
+                    "it needs more compute than any allowed device offers".to_owned(),
+                    "lower `compute`, or use `gpus` for a multi-GPU replica".to_owned(),
+                ),
+                Some(Reason::Measurement) => (
+                    codes::NO_ADMISSIBLE_MEASUREMENT,
+                    "no measured point is admissible on any allowed device".to_owned(),
+                    "add measurements with one process whose latency is below admissionFactor × SLO"
+                        .to_owned(),
+                ),
+                Some(Reason::Latency) => (
+                    codes::LATENCY_SLO_UNREACHABLE,
+                    "the predicted p99 latency exceeds its SLO on every device that fits".to_owned(),
+                    "raise the SLO, or add a faster GPU".to_owned(),
+                ),
+            };
+            let mut d =
+                Diagnostic::error(code, format!("model `{name}` cannot be served: {what}")).with_help(help);
+            for t in details {
+                d = d.with_note(t.to_owned());
+            }
+            diags.push(at_model(d, problem, mi));
+            continue;
+        }
+        if mc.spec.spread == Spread::Node
+            && let Need::Replicas(n) = mc.need
+        {
+            let mut pools: Vec<usize> = mc.options.iter().map(|o| o.pool).collect();
+            pools.dedup();
+            let nodes: u64 = pools.iter().map(|&p| u64::from(problem.pools[p].max_nodes)).sum();
+            if u64::from(n) > nodes {
+                let d = Diagnostic::error(
+                    codes::SPREAD_UNSATISFIABLE,
+                    format!("model `{name}` asks for {n} replicas on distinct nodes but its pools have {nodes} node(s)"),
+                )
+                .with_help(format!("add {} node(s), lower `replicas`, or set `spread: gpu`", u64::from(n) - nodes));
+                diags.push(at_model(d, problem, mi));
+            }
+        }
+    }
+    diags
+}
+
+/// Explains an infeasible optimisation: re-solves with node counts relaxed and names the
+/// smallest addition per pool.
+pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    if let MilpError::Solver(e) = err {
+        diags.push(
+            Diagnostic::error(codes::PLANNER_FAILED, format!("the solver failed: {e}"))
+                .with_help("this is a planner limitation; please report it with the manifest"),
+        );
+        return diags;
+    }
+    match milp::solve(problem, Goal::Extend, &milp::Pins::new()) {
+        Ok(r) if r.extra_nodes.iter().any(|&e| e > 0) => {
+            for (pi, &extra) in r.extra_nodes.iter().enumerate() {
+                if extra == 0 {
+                    continue;
+                }
+                let pool = &problem.pools[pi];
+                let users: Vec<String> = problem
+                    .models
+                    .iter()
+                    .filter(|m| m.options.iter().any(|o| o.pool == pi))
+                    .map(|m| format!("`{}`", m.name()))
+                    .collect();
+                let have = match &pool.spec.nodes {
+                    crate::spec::Nodes::Named(_) => format!("{} node(s)", pool.max_nodes),
+                    crate::spec::Nodes::Autoscaled { max, .. } => format!("at most {max} node(s)"),
+                };
+                let add = if pool.autoscaled {
+                    format!("raise the maximum of pool `{}` by {extra} node(s) of {} × `{}`", pool.name(), pool.gpn, pool.gpu.id)
+                } else {
+                    format!("add {extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn, pool.name())
+                };
+                let mut d = Diagnostic::error(
+                    codes::CAPACITY_EXCEEDED,
+                    format!("the models exceed the capacity of pool `{}` ({have} × {} GPU(s))", pool.name(), pool.gpn),
+                )
+                .with_help(add)
+                .with_note(format!("models that can use this pool: {}", users.join(", ")));
+                if let Some(span) = pool.spec.span.clone() {
+                    d = d.at(span, "this pool");
+                }
+                diags.push(d);
+            }
+        }
+        _ => diags.push(
+            Diagnostic::error(
+                codes::NO_FEASIBLE_PLAN,
+                "no plan satisfies every constraint together, even with more nodes",
+            )
+            .with_help("check spread, isolation and time-slicing settings; `gpuplan explain` on a smaller manifest shows each model's options"),
+        ),
+    }
+    diags
+}
+
+/// A lower bound on GPUs from sizes alone: every replica needs at least its smallest option's
+/// share of a GPU (rate models: the best share per request per second).
+pub(crate) fn size_bound(problem: &Problem<'_>) -> u32 {
+    let mut total = 0.0;
+    for mc in &problem.models {
+        let need = match mc.need {
+            Need::Replicas(n) => {
+                mc.options.iter().map(|o| o.bound_share).fold(f64::INFINITY, f64::min) * f64::from(n)
+            }
+            Need::Rate { rps, min_replicas } => {
+                let per = mc
+                    .options
+                    .iter()
+                    .filter_map(|o| o.rps.filter(|r| *r > 0.0).map(|r| o.bound_share / r))
+                    .fold(f64::INFINITY, f64::min)
+                    * rps;
+                let floor = mc.options.iter().map(|o| o.bound_share).fold(f64::INFINITY, f64::min)
+                    * f64::from(min_replicas);
+                per.max(floor)
+            }
+        };
+        if need.is_finite() {
+            total += need;
+        }
+    }
+    (total - 1e-9).ceil().max(0.0) as u32
+}

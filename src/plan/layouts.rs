@@ -1,0 +1,101 @@
+//! MIG layouts the planner may choose: every valid multiset of the usable profiles, and the
+//! maximal ones (no further instance fits).
+//!
+//! In: a [`GpuModel`] and its usable profiles. Out: [`Layout`]s with counts per profile and the
+//! exact placement from [`crate::catalog::layout::validate`], sorted by a stable key.
+//!
+//! PRIVATE ENUMERATION: written on top of `layout::validate` until the catalog offers
+//! `layout::enumerate` / `layout::maximal`; the search is tiny (≤ 7 instances on 8 slots), and
+//! validity is downward closed (removing an instance from a valid layout keeps it valid), so a
+//! depth-first search that stops at the first invalid extension finds every valid multiset.
+
+use crate::catalog::GpuModel;
+use crate::catalog::layout::{self, PlacedInstance};
+use crate::plan::problem::ProfileInfo;
+
+/// A valid MIG layout of one GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Instances per usable profile (same indices as the pool's profile list).
+    pub counts: Vec<u8>,
+    /// Where every instance sits, sorted by start.
+    pub placed: Vec<PlacedInstance>,
+    /// Stable sort key and human name, e.g. `3g.40gb,2g.20gb,1g.10gb` (largest first).
+    pub key: String,
+}
+
+impl Layout {
+    /// Profile names, one per instance, largest first.
+    pub fn names<'p>(&self, profiles: &'p [ProfileInfo]) -> Vec<&'p str> {
+        let mut out = Vec::new();
+        for (q, &c) in self.counts.iter().enumerate().rev() {
+            if let Some(p) = profiles.get(q) {
+                out.extend(std::iter::repeat_n(p.name.as_str(), usize::from(c)));
+            }
+        }
+        out
+    }
+}
+
+fn make(gpu: &GpuModel, profiles: &[ProfileInfo], counts: Vec<u8>) -> Option<Layout> {
+    let mut names: Vec<&str> = Vec::new();
+    for (q, &c) in counts.iter().enumerate().rev() {
+        names.extend(std::iter::repeat_n(profiles.get(q)?.name.as_str(), usize::from(c)));
+    }
+    if names.is_empty() {
+        return None;
+    }
+    let placed = layout::validate(gpu, &names).ok()?;
+    Some(Layout { key: names.join(","), counts, placed })
+}
+
+/// Every valid non-empty layout.
+pub(crate) fn all(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
+    let mut out = Vec::new();
+    let mut counts = vec![0u8; profiles.len()];
+    grow(gpu, profiles, 0, &mut counts, &mut out);
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
+}
+
+fn grow(gpu: &GpuModel, profiles: &[ProfileInfo], from: usize, counts: &mut Vec<u8>, out: &mut Vec<Layout>) {
+    for q in from..profiles.len() {
+        counts[q] += 1;
+        if let Some(l) = make(gpu, profiles, counts.clone()) {
+            out.push(l);
+            grow(gpu, profiles, q, counts, out);
+        }
+        counts[q] -= 1;
+    }
+}
+
+/// The valid layouts to which no further usable instance can be added.
+pub(crate) fn maximal(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
+    let every = all(gpu, profiles);
+    let valid: std::collections::BTreeSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
+    every
+        .into_iter()
+        .filter(|l| {
+            (0..profiles.len()).all(|q| {
+                let mut c = l.counts.clone();
+                c[q] += 1;
+                !valid.contains(&c)
+            })
+        })
+        .collect()
+}
+
+/// The layout of a GPU that runs these profiles today, if they are usable and valid.
+pub(crate) fn from_names(gpu: &GpuModel, profiles: &[ProfileInfo], names: &[String]) -> Option<Layout> {
+    let mut counts = vec![0u8; profiles.len()];
+    for n in names {
+        let q = profiles.iter().position(|p| &p.name == n)?;
+        counts[q] = counts[q].checked_add(1)?;
+    }
+    make(gpu, profiles, counts)
+}
+
+/// The layout with exactly these counts, if valid.
+pub(crate) fn from_counts(gpu: &GpuModel, profiles: &[ProfileInfo], counts: Vec<u8>) -> Option<Layout> {
+    make(gpu, profiles, counts)
+}

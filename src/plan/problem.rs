@@ -1,0 +1,691 @@
+//! The planning problem in the planner's own terms: pools with their usable MIG profiles and
+//! layouts, and for every model the ways one replica may be served (its options), each already
+//! checked against memory, compute, isolation, latency and measured throughput.
+//!
+//! In: a [`Spec`] and the [`Catalog`]. Out: a [`Problem`] whose pools and models are sorted by
+//! name (so that input order never matters), plus, per model, the options that were rejected and
+//! why (used for `explain` and for infeasibility diagnostics).
+//!
+//! Guarantee: an option listed for a model satisfies every per-replica hard constraint; only
+//! the shared ones (capacity, spread, node sharing classes) are left to the optimiser.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Catalog, GpuModel};
+use crate::plan::latency;
+use crate::plan::layouts::{self, Layout};
+use crate::spec::{Demand, Isolation, MigStrategy, Model, Pool, Spec, Spread};
+
+/// How one replica is served, within one pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Kind {
+    /// `n` exclusive whole GPUs on one node (n = 1 for an ordinary whole-GPU replica).
+    Whole(u32),
+    /// One MIG instance of the pool's profile with this index.
+    Mig(usize),
+    /// One of `k` time-slicing replicas of a whole GPU.
+    TimeSliced(u32),
+    /// One of `k` time-slicing replicas of a MIG instance of the profile with this index, on a
+    /// GPU cut into as many such instances as fit (the device-plugin sharing of that resource
+    /// applies to the whole node, so such nodes hold only these GPUs).
+    MigTs(usize, u32),
+}
+
+/// One way to serve a replica.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Opt {
+    pub pool: usize,
+    pub kind: Kind,
+    /// Requests per second one replica sustains here (rate demand only).
+    pub rps: Option<f64>,
+    /// Predicted p99 latency, when the model gives a latency baseline.
+    pub p99_ms: Option<f64>,
+    /// Share of a GPU this option occupies (for ordering and first-fit-decreasing).
+    pub size: f64,
+    /// A share no GPU can exceed in total over its replicas (for the size lower bound): the
+    /// smaller of the compute-slice and memory-slice shares on MIG.
+    pub bound_share: f64,
+}
+
+/// Why an option was not admitted. Ordered by how close to feasible it got: the binding reason
+/// of an unservable model is the largest one over all its candidates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Reason {
+    /// The model may not use this pool or GPU type.
+    Pool,
+    /// The isolation policy (or `llmNeverTimeSliced`) forbids this kind of device.
+    Isolation,
+    /// A multi-GPU replica needs more GPUs than a node of the pool has.
+    NodeSize,
+    /// The device has too little memory.
+    Memory,
+    /// The device has too little compute.
+    Compute,
+    /// No admissible measured point for this device (rate demand).
+    Measurement,
+    /// The predicted p99 latency exceeds the SLO.
+    Latency,
+}
+
+impl Reason {
+    pub fn word(self) -> &'static str {
+        match self {
+            Reason::Pool => "pool",
+            Reason::Isolation => "isolation",
+            Reason::NodeSize => "node size",
+            Reason::Memory => "memory",
+            Reason::Compute => "compute",
+            Reason::Measurement => "measurement",
+            Reason::Latency => "latency",
+        }
+    }
+}
+
+/// A rejected candidate with a sentence saying why.
+#[derive(Clone, Debug)]
+pub(crate) struct Rejection {
+    pub pool: usize,
+    pub reason: Reason,
+    pub text: String,
+}
+
+/// One usable MIG profile of a pool's GPU.
+#[derive(Clone, Debug)]
+pub(crate) struct ProfileInfo {
+    pub name: String,
+    pub memory_mib: u64,
+    pub sms: u32,
+    pub compute_slices: u8,
+    pub memory_slices: u8,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct PoolCtx<'a> {
+    pub spec: &'a Pool,
+    pub gpu: &'a GpuModel,
+    pub gpn: u32,
+    pub max_nodes: u32,
+    pub min_nodes: u32,
+    /// Node names: the named nodes, sorted, or `<pool>-<n>` templates up to `max_nodes`.
+    pub autoscaled: bool,
+    pub named: Vec<String>,
+    /// Profiles the planner uses (no media-attribute or whole-GPU profiles), by index.
+    pub profiles: Vec<ProfileInfo>,
+    /// Candidate layouts (the maximal ones plus those running today), as counts per profile.
+    pub layouts: Vec<Layout>,
+    /// Weight of one GPU in the objective (relative cost; 1.0 without prices).
+    pub weight: f64,
+    /// Per usable profile, how many instances of it alone fit on one GPU (0 if none).
+    pub homogeneous: Vec<u8>,
+}
+
+impl PoolCtx<'_> {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub fn capacity_gpus(&self) -> u64 {
+        u64::from(self.max_nodes) * u64::from(self.gpn)
+    }
+
+    pub fn node_name(&self, i: usize) -> String {
+        match self.named.get(i) {
+            Some(n) => n.clone(),
+            None => format!("{}-{}", self.spec.name, i + 1),
+        }
+    }
+
+    /// The resource a replica of this kind requests.
+    pub fn resource(&self, kind: Kind, rename_shared: bool) -> String {
+        match kind {
+            Kind::Whole(_) => "nvidia.com/gpu".to_owned(),
+            Kind::TimeSliced(_) if rename_shared => "nvidia.com/gpu.shared".to_owned(),
+            Kind::TimeSliced(_) => "nvidia.com/gpu".to_owned(),
+            Kind::MigTs(q, _) => {
+                let base = self.resource(Kind::Mig(q), false);
+                if rename_shared { format!("{base}.shared") } else { base }
+            }
+            Kind::Mig(q) => self
+                .profiles
+                .get(q)
+                .map_or_else(|| "nvidia.com/gpu".to_owned(), |p| format!("nvidia.com/mig-{}", p.name)),
+        }
+    }
+
+    pub fn kind_label(&self, kind: Kind) -> String {
+        match kind {
+            Kind::Whole(1) => "a whole GPU".to_owned(),
+            Kind::Whole(n) => format!("{n} whole GPUs on one node"),
+            Kind::TimeSliced(k) => format!("a 1/{k} time-slice of a whole GPU"),
+            Kind::MigTs(q, k) => self
+                .profiles
+                .get(q)
+                .map_or_else(String::new, |p| format!("a 1/{k} time-slice of a MIG `{}` instance", p.name)),
+            Kind::Mig(q) => {
+                self.profiles.get(q).map_or_else(String::new, |p| format!("a MIG `{}` instance", p.name))
+            }
+        }
+    }
+}
+
+/// How many replicas a model needs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Need {
+    Replicas(u32),
+    Rate { rps: f64, min_replicas: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ModelCtx<'a> {
+    pub spec: &'a Model,
+    pub need: Need,
+    pub options: Vec<Opt>,
+    pub rejected: Vec<Rejection>,
+}
+
+impl ModelCtx<'_> {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Problem<'a> {
+    pub spec: &'a Spec,
+    pub pools: Vec<PoolCtx<'a>>,
+    pub models: Vec<ModelCtx<'a>>,
+    pub rename_shared: bool,
+}
+
+/// Builds the problem. Pools whose GPU is unknown to the catalog are skipped (the spec stage
+/// already rejects them).
+pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
+    let mut pool_specs: Vec<&Pool> = spec.pools.iter().collect();
+    pool_specs.sort_by(|a, b| a.name.cmp(&b.name));
+    let priced =
+        !pool_specs.is_empty() && pool_specs.iter().all(|p| p.cost_per_gpu_hour.is_some_and(|c| c > 0.0));
+    let min_cost = pool_specs.iter().filter_map(|p| p.cost_per_gpu_hour).fold(f64::INFINITY, f64::min);
+    let mut pools = Vec::new();
+    for p in pool_specs {
+        let Some(gpu) = catalog.get(&p.gpu) else { continue };
+        // Only the `mixed` strategy exposes MIG devices of several profiles next to whole GPUs;
+        // under `none` the device plugin ignores MIG, and `single` needs one profile per node
+        // (not planned yet), so both plan whole and time-sliced GPUs only.
+        let profiles =
+            if spec.cluster.mig_strategy == MigStrategy::Mixed { usable_profiles(gpu) } else { Vec::new() };
+        let mut layouts = layouts::maximal(gpu, &profiles);
+        // Layouts running today are candidates too, so that keeping them is possible.
+        for node in &p.current {
+            for names in &node.gpus {
+                if names.is_empty() {
+                    continue;
+                }
+                if let Some(l) = layouts::from_names(gpu, &profiles, names)
+                    && !layouts.iter().any(|x| x.counts == l.counts)
+                {
+                    layouts.push(l);
+                }
+            }
+        }
+        layouts.sort_by(|a, b| a.key.cmp(&b.key));
+        let (named, autoscaled, min_nodes) = match &p.nodes {
+            crate::spec::Nodes::Named(names) => {
+                let mut names = names.clone();
+                names.sort();
+                names.dedup();
+                (names, false, 0)
+            }
+            crate::spec::Nodes::Autoscaled { min, .. } => (Vec::new(), true, *min),
+        };
+        let max_nodes =
+            if autoscaled { p.nodes.max_nodes() } else { u32::try_from(named.len()).unwrap_or(u32::MAX) };
+        let weight = match p.cost_per_gpu_hour {
+            Some(c) if priced && min_cost.is_finite() && min_cost > 0.0 => c / min_cost,
+            _ => 1.0,
+        };
+        let homogeneous = (0..profiles.len())
+            .map(|q| {
+                let mut best = 0u8;
+                for c in 1..=8u8 {
+                    let mut counts = vec![0u8; profiles.len()];
+                    counts[q] = c;
+                    if layouts::from_counts(gpu, &profiles, counts).is_some() {
+                        best = c;
+                    }
+                }
+                best
+            })
+            .collect();
+        pools.push(PoolCtx {
+            homogeneous,
+            spec: p,
+            gpu,
+            gpn: p.gpus_per_node,
+            max_nodes,
+            min_nodes: min_nodes.min(max_nodes),
+            autoscaled,
+            named,
+            profiles,
+            layouts,
+            weight,
+        });
+    }
+    let mut model_specs: Vec<&Model> = spec.models.iter().collect();
+    model_specs.sort_by(|a, b| a.name.cmp(&b.name));
+    let models = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
+    Problem { spec, pools, models, rename_shared: spec.cluster.time_slicing.rename_by_default }
+}
+
+/// Profiles the planner may create: one full-size compute instance per GPU instance, no media
+/// attributes (no model asks for them) and not the whole-GPU profile (MIG disabled is strictly
+/// better: more memory, more SMs, no config).
+pub(crate) fn usable_profiles(gpu: &GpuModel) -> Vec<ProfileInfo> {
+    let Some(mig) = &gpu.mig else { return Vec::new() };
+    let mut out: Vec<ProfileInfo> = mig
+        .profiles
+        .iter()
+        .filter(|p| !p.name.contains('+') && !p.name.contains('-'))
+        .filter(|p| !(p.compute_slices >= mig.compute_slices && p.memory_slices >= mig.memory_slices))
+        .map(|p| ProfileInfo {
+            name: p.name.clone(),
+            memory_mib: p.memory_mib,
+            sms: p.sms,
+            compute_slices: p.compute_slices,
+            memory_slices: p.memory_slices,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.compute_slices, a.memory_slices, &a.name).cmp(&(b.compute_slices, b.memory_slices, &b.name))
+    });
+    out
+}
+
+fn usable_mib(mib: u64, headroom: f64) -> f64 {
+    mib as f64 * (1.0 - headroom.clamp(0.0, 0.99))
+}
+
+fn gib(mib: f64) -> String {
+    format!("{:.1} GiB", mib / 1024.0)
+}
+
+fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'a> {
+    let mut options = Vec::new();
+    let mut rejected = Vec::new();
+    let policy = &spec.policy;
+    let need = match &m.demand {
+        Demand::Replicas(n) => Need::Replicas(*n),
+        Demand::Rate(r) => Need::Rate { rps: r.rps, min_replicas: r.min_replicas.max(1) },
+    };
+    for (pi, pool) in pools.iter().enumerate() {
+        let mut reject = |reason: Reason, text: String| rejected.push(Rejection { pool: pi, reason, text });
+        if !m.pools.is_empty() && !m.pools.iter().any(|n| n == pool.name()) {
+            reject(Reason::Pool, format!("pool `{}` is not in the model's `pools`", pool.name()));
+            continue;
+        }
+        if !m.gpu_types.is_empty() && !m.gpu_types.iter().any(|g| g.eq_ignore_ascii_case(&pool.gpu.id)) {
+            reject(
+                Reason::Pool,
+                format!("GPU `{}` of pool `{}` is not in the model's `gpuTypes`", pool.gpu.id, pool.name()),
+            );
+            continue;
+        }
+        let gpu_mib = usable_mib(pool.gpu.memory_mib, policy.memory_headroom);
+        let mem = m.memory_mib as f64;
+        if let (Some(n), Demand::Replicas(_)) = (m.gpus, &m.demand) {
+            // Whole GPUs per replica: memory is the replica's total over its n GPUs.
+            if n > pool.gpn {
+                reject(
+                    Reason::NodeSize,
+                    format!(
+                        "a replica needs {n} GPUs on one node but nodes of pool `{}` have {}",
+                        pool.name(),
+                        pool.gpn
+                    ),
+                );
+            } else if mem > gpu_mib * f64::from(n) {
+                reject(
+                    Reason::Memory,
+                    format!(
+                        "{} on {n} × `{}` ({}) is less than the {} needed",
+                        gib(gpu_mib * f64::from(n)),
+                        pool.gpu.id,
+                        pool.name(),
+                        gib(mem)
+                    ),
+                );
+            } else {
+                options.push(Opt {
+                    pool: pi,
+                    kind: Kind::Whole(n),
+                    rps: None,
+                    p99_ms: None,
+                    size: f64::from(n),
+                    bound_share: f64::from(n),
+                });
+            }
+            continue;
+        }
+        if let Demand::Rate(rate) = &m.demand {
+            if m.gpus.is_some_and(|n| n > 1) {
+                reject(
+                    Reason::Measurement,
+                    "rate demand with multi-GPU replicas is not supported; give `replicas`".to_owned(),
+                );
+                continue;
+            }
+            rate_options(pool, pi, m, rate, gpu_mib, &mut options, &mut reject, policy.memory_headroom);
+            continue;
+        }
+        let baseline = m.latency.as_ref().and_then(|l| l.baseline_ms.map(|b| (l.p99_ms, b)));
+        // Whole GPU, exclusive.
+        if mem > gpu_mib {
+            reject(
+                Reason::Memory,
+                format!(
+                    "a whole `{}` has {} usable, less than the {} needed",
+                    pool.gpu.id,
+                    gib(gpu_mib),
+                    gib(mem)
+                ),
+            );
+        } else if m.compute > 1.0 + 1e-9 {
+            reject(Reason::Compute, format!("compute {:.2} exceeds one whole GPU", m.compute));
+        } else if let Some((slo, b)) = baseline.filter(|&(slo, b)| b > slo) {
+            reject(
+                Reason::Latency,
+                format!("the baseline p99 of {b:.1} ms on a whole GPU already exceeds the {slo:.1} ms SLO"),
+            );
+        } else {
+            options.push(Opt {
+                pool: pi,
+                kind: Kind::Whole(1),
+                rps: None,
+                p99_ms: baseline.map(|(_, b)| b),
+                size: 1.0,
+                bound_share: 1.0,
+            });
+        }
+        // MIG instances.
+        if m.isolation == Isolation::Dedicated {
+            if !pool.profiles.is_empty() {
+                reject(
+                    Reason::Isolation,
+                    "isolation `dedicated` allows whole GPUs only, not MIG instances".to_owned(),
+                );
+            }
+        } else {
+            for (q, p) in pool.profiles.iter().enumerate() {
+                let inst_mib = usable_mib(p.memory_mib, policy.memory_headroom);
+                let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
+                if mem > inst_mib {
+                    reject(
+                        Reason::Memory,
+                        format!(
+                            "`{}` has {} usable, less than the {} needed",
+                            p.name,
+                            gib(inst_mib),
+                            gib(mem)
+                        ),
+                    );
+                } else if share + 1e-9 < m.compute {
+                    reject(
+                        Reason::Compute,
+                        format!(
+                            "`{}` has {}/{} SMs ({share:.2}), less than compute {:.2}",
+                            p.name, p.sms, pool.gpu.sms, m.compute
+                        ),
+                    );
+                } else {
+                    let p99 = baseline.map(|(slo, b)| (slo, latency::mig_p99_ms(b, pool.gpu.sms, p.sms)));
+                    if let Some((slo, pred)) = p99.filter(|&(slo, pred)| pred > slo) {
+                        reject(
+                            Reason::Latency,
+                            format!("`{}` predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO", p.name),
+                        );
+                        continue;
+                    }
+                    let mig = pool.gpu.mig.as_ref();
+                    let cs = mig.map_or(7.0, |g| f64::from(g.compute_slices));
+                    let ms = mig.map_or(8.0, |g| f64::from(g.memory_slices));
+                    let (c, me) = (f64::from(p.compute_slices) / cs, f64::from(p.memory_slices) / ms);
+                    options.push(Opt {
+                        pool: pi,
+                        kind: Kind::Mig(q),
+                        rps: None,
+                        p99_ms: p99.map(|(_, v)| v),
+                        size: c.max(me),
+                        bound_share: c.min(me),
+                    });
+                }
+            }
+        }
+        // Time-slicing of whole GPUs.
+        let max_k = policy.max_time_slicing_replicas;
+        if max_k >= 2 {
+            if m.isolation != Isolation::Shared {
+                reject(
+                    Reason::Isolation,
+                    format!("isolation `{}` forbids time-slicing", isolation_word(m.isolation)),
+                );
+            } else if m.llm && policy.llm_never_time_sliced {
+                reject(
+                    Reason::Isolation,
+                    "`llm` models are never time-sliced (`policy.llmNeverTimeSliced`)".to_owned(),
+                );
+            } else {
+                mig_ts_options(pool, pi, m, policy, baseline, &mut options);
+                for k in 2..=max_k.min(64) {
+                    let slot = gpu_mib / f64::from(k);
+                    let eff = policy.time_slicing_efficiency;
+                    if mem > slot {
+                        reject(
+                            Reason::Memory,
+                            format!(
+                                "a 1/{k} time-slice of `{}` has {}, less than the {} needed",
+                                pool.gpu.id,
+                                gib(slot),
+                                gib(mem)
+                            ),
+                        );
+                        break;
+                    }
+                    if m.compute * f64::from(k) > eff + 1e-9 {
+                        reject(
+                            Reason::Compute,
+                            format!(
+                                "{k} tenants of compute {:.2} exceed the time-slicing efficiency {eff:.2}",
+                                m.compute
+                            ),
+                        );
+                        break;
+                    }
+                    if let Some((slo, b)) = baseline {
+                        let neighbours = f64::from(k - 1) * eff / f64::from(k);
+                        let pred = latency::time_sliced_p99_ms(b, m.compute, neighbours);
+                        if pred > slo {
+                            reject(
+                                Reason::Latency,
+                                format!(
+                                    "a 1/{k} time-slice predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"
+                                ),
+                            );
+                            break;
+                        }
+                        options.push(Opt {
+                            pool: pi,
+                            kind: Kind::TimeSliced(k),
+                            rps: None,
+                            p99_ms: Some(pred),
+                            size: 1.0 / f64::from(k),
+                            bound_share: 1.0 / f64::from(k),
+                        });
+                    } else {
+                        options.push(Opt {
+                            pool: pi,
+                            kind: Kind::TimeSliced(k),
+                            rps: None,
+                            p99_ms: None,
+                            size: 1.0 / f64::from(k),
+                            bound_share: 1.0 / f64::from(k),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    ModelCtx { spec: m, need, options, rejected }
+}
+
+pub(crate) fn isolation_word(i: Isolation) -> &'static str {
+    match i {
+        Isolation::Hardware => "hardware",
+        Isolation::Shared => "shared",
+        Isolation::Dedicated => "dedicated",
+    }
+}
+
+pub(crate) fn spread_word(s: Spread) -> &'static str {
+    match s {
+        Spread::None => "none",
+        Spread::Gpu => "gpu",
+        Spread::Node => "node",
+    }
+}
+
+/// Options of a rate-demand model: only devices with an admissible measured point. A point is
+/// admissible when it was measured with one process (the device plugin cannot run MPS on MIG)
+/// and, with an SLO, when its latency is below `admission_factor × slo`. Per device the
+/// admissible point with the most requests per second wins. Time-slicing is never used for rate
+/// models: a measurement of one process alone says nothing about throughput under sharing.
+#[allow(clippy::too_many_arguments)]
+fn rate_options(
+    pool: &PoolCtx<'_>,
+    pi: usize,
+    m: &Model,
+    rate: &crate::spec::RateDemand,
+    gpu_mib: f64,
+    options: &mut Vec<Opt>,
+    reject: &mut impl FnMut(Reason, String),
+    headroom: f64,
+) {
+    let mut best: BTreeMap<Kind, f64> = BTreeMap::new();
+    let full = pool.gpu.mig.as_ref().and_then(|g| {
+        g.profiles
+            .iter()
+            .find(|p| p.compute_slices >= g.compute_slices && p.memory_slices >= g.memory_slices)
+            .map(|p| p.name.clone())
+    });
+    let mut saw_point = false;
+    for point in rate.points.iter().filter(|p| p.gpu.eq_ignore_ascii_case(&pool.gpu.id)) {
+        saw_point = true;
+        if point.processes != 1 {
+            continue;
+        }
+        if let Some(slo) = rate.slo_ms
+            && point.latency_ms >= rate.admission_factor * slo
+        {
+            continue;
+        }
+        if !(point.rps.is_finite() && point.rps > 0.0) {
+            continue;
+        }
+        // A whole-GPU-profile measurement is a lower bound for the whole GPU with MIG off.
+        let kind = if point.profile == "whole" || full.as_deref() == Some(point.profile.as_str()) {
+            Kind::Whole(1)
+        } else if let Some(q) = pool.profiles.iter().position(|p| p.name == point.profile) {
+            Kind::Mig(q)
+        } else {
+            continue;
+        };
+        let e = best.entry(kind).or_insert(0.0);
+        if point.rps > *e {
+            *e = point.rps;
+        }
+    }
+    if best.is_empty() {
+        let text = if saw_point {
+            format!(
+                "no measured point on `{}` is admissible (one process, latency below {:.2} × SLO)",
+                pool.gpu.id, rate.admission_factor
+            )
+        } else {
+            format!("no measured point on `{}`", pool.gpu.id)
+        };
+        reject(Reason::Measurement, text);
+        return;
+    }
+    let mem = m.memory_mib as f64;
+    for (kind, rps) in best {
+        let (cap, size, label) = match kind {
+            Kind::Mig(q) => {
+                let Some(p) = pool.profiles.get(q) else { continue };
+                let mig = pool.gpu.mig.as_ref();
+                let cs = mig.map_or(7.0, |g| f64::from(g.compute_slices));
+                let ms = mig.map_or(8.0, |g| f64::from(g.memory_slices));
+                let (c, me) = (f64::from(p.compute_slices) / cs, f64::from(p.memory_slices) / ms);
+                (usable_mib(p.memory_mib, headroom), (c.max(me), c.min(me)), p.name.clone())
+            }
+            _ => (gpu_mib, (1.0, 1.0), "whole".to_owned()),
+        };
+        if (m.isolation == Isolation::Dedicated || m.gpus.is_some()) && matches!(kind, Kind::Mig(_)) {
+            reject(
+                Reason::Isolation,
+                "isolation `dedicated` allows whole GPUs only, not MIG instances".to_owned(),
+            );
+            continue;
+        }
+        if mem > cap {
+            reject(
+                Reason::Memory,
+                format!("`{label}` has {} usable, less than the {} needed", gib(cap), gib(mem)),
+            );
+            continue;
+        }
+        options.push(Opt { pool: pi, kind, rps: Some(rps), p99_ms: None, size: size.0, bound_share: size.1 });
+    }
+}
+
+/// Time-slices of MIG instances for `shared` models: every tenant must fit in 1/k of the
+/// instance's memory, k tenants' compute must fit in the efficiency share of the instance's SMs,
+/// and the predicted p99 (MIG stretch, then time-slicing inflation with worst-case neighbours)
+/// must meet the SLO. Only profiles whose instances alone can fill a GPU (`homogeneous`) count.
+fn mig_ts_options(
+    pool: &PoolCtx<'_>,
+    pi: usize,
+    m: &Model,
+    policy: &crate::spec::Policy,
+    baseline: Option<(f64, f64)>,
+    options: &mut Vec<Opt>,
+) {
+    let eff = policy.time_slicing_efficiency;
+    for (q, p) in pool.profiles.iter().enumerate() {
+        let n = pool.homogeneous.get(q).copied().unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        let inst = usable_mib(p.memory_mib, policy.memory_headroom);
+        let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
+        for k in 2..=policy.max_time_slicing_replicas.min(64) {
+            if m.memory_mib as f64 > inst / f64::from(k) || m.compute * f64::from(k) > eff * share + 1e-9 {
+                break;
+            }
+            let p99 = baseline.map(|(slo, b)| {
+                let on_slice = latency::mig_p99_ms(b, pool.gpu.sms, p.sms);
+                let own = (m.compute / share).min(1.0);
+                (slo, latency::time_sliced_p99_ms(on_slice, own, f64::from(k - 1) * eff / f64::from(k)))
+            });
+            if p99.is_some_and(|(slo, pred)| pred > slo) {
+                break;
+            }
+            let size = 1.0 / (f64::from(k) * f64::from(n));
+            options.push(Opt {
+                pool: pi,
+                kind: Kind::MigTs(q, k),
+                rps: None,
+                p99_ms: p99.map(|(_, v)| v),
+                size,
+                bound_share: size,
+            });
+        }
+    }
+}
