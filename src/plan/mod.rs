@@ -206,12 +206,37 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
             solved = Ok(alt);
         }
     }
-    let (assignment, method) = match (solved, ffd) {
+    // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
+    // backtracking version is tried when nothing else gives a plan.
+    let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
+        match assign::ffd_search(&problem) {
+            Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
+            Err(stuck) => {
+                let mut d = Diagnostic::error(
+                    codes::PLANNER_FAILED,
+                    "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                )
+                .with_help("this is a planner limitation; please report it with the manifest");
+                if let Some(mc) = stuck.and_then(|m| problem.models.get(m)) {
+                    d = d.with_note(format!(
+                        "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`)",
+                        mc.name(),
+                        problem::spread_word(mc.spec.spread),
+                        problem::isolation_word(mc.spec.isolation)
+                    ));
+                }
+                Err(Diagnostics::from_iter([d]))
+            }
+        }
+    };
+    let (assignment, method, searched) = match (solved, ffd) {
         (Ok(r), ffd) => {
             let optimal = r.optimal;
-            match (assign::decompose(&problem, &r.counts, &r.replicas), ffd) {
+            let decomposed = assign::decompose(&problem, &r.counts, &r.replicas)
+                .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost));
+            match (decomposed, ffd) {
                 (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
-                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned())
+                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
                 }
                 (Some(a), _) => (
                     a,
@@ -220,27 +245,26 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
                     } else {
                         "placed by the MILP optimiser; its search stopped at the node limit".to_owned()
                     },
+                    false,
                 ),
                 (None, Some(f)) => {
-                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned())
+                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
                 }
-                (None, None) => {
-                    return Err(Diagnostics::from_iter([Diagnostic::error(
-                        codes::PLANNER_FAILED,
-                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
-                    )
-                    .with_help("this is a planner limitation; please report it with the manifest")]));
-                }
+                (None, None) => fallback("the optimiser's counts could not be decomposed to nodes")?,
             }
         }
         (Err(MilpError::Solver(e)), Some(f)) => {
-            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"))
+            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"), false)
         }
         (Err(MilpError::Infeasible), Some(f)) => {
-            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned())
+            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned(), false)
         }
+        (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
         (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
     };
+    // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
+    let ffd_gpus =
+        ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));
     let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
