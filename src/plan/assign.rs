@@ -3,7 +3,9 @@
 //!
 //! In: a [`Problem`]. Out: an [`Assignment`] built either by first-fit-decreasing ([`ffd`]) or by
 //! decomposing the optimiser's per-pool counts ([`decompose`]) — the same type, so that the plan
-//! builder and the comparison with the baseline treat both alike.
+//! builder and the comparison with the baseline treat both alike. When the greedy routines fail
+//! on node sharing rules or spread, [`decompose_search`] and [`ffd_search`] backtrack over
+//! nodes, devices and (for first-fit) each replica's options, bounded by a step count.
 //!
 //! Guarantees of every assignment built here: a node never mixes exclusive and time-sliced whole
 //! GPUs, all time-sliced GPUs of a node share one replica count, every MIG GPU holds a valid
@@ -389,7 +391,8 @@ fn ffd_items(problem: &Problem<'_>, mig_ts: bool) -> Option<Vec<Item>> {
             Need::Replicas(n) => {
                 opts.sort_by(by_size);
                 let size = opts.first().or(last.first()).map_or(0.0, |o| o.size);
-                let choices: Vec<(usize, Kind)> = opts.iter().chain(&last).map(|o| (o.pool, o.kind)).collect();
+                let choices: Vec<(usize, Kind)> =
+                    opts.iter().chain(&last).map(|o| (o.pool, o.kind)).collect();
                 for _ in 0..n {
                     items.push((size, m, choices.clone()));
                 }

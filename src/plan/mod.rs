@@ -174,8 +174,9 @@ pub struct Quality {
 ///
 /// Steps: build the problem (every model's admissible options), reject models that no device
 /// can serve, run first-fit-decreasing (the floor), solve the MILP with the first-fit cost as an
-/// upper bound, decompose its counts to nodes and GPUs, keep whichever is cheaper (ties go to
-/// the MILP), compute the LP lower bound, and build the plan. When nothing fits, re-solve with
+/// upper bound, decompose its counts to nodes and GPUs (directly, else by backtracking), keep
+/// whichever is cheaper (ties go to the MILP), compute the LP lower bound, and build the plan.
+/// When neither gives a plan, first-fit-decreasing with backtracking is the last resort. When nothing fits, re-solve with
 /// the pools' node counts relaxed to name the smallest inventory addition.
 pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let problem = problem::build(spec, catalog);
