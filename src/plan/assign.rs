@@ -644,11 +644,27 @@ type SearchItem = (usize, Vec<(usize, Kind)>);
 /// choices when a later replica finds none. Its first path is the greedy one. Bounded by
 /// [`SEARCH_STEPS`]; `None` when that is not enough or nothing fits.
 ///
-/// On failure, returns the model whose replica the deepest attempt could not place, if any.
-pub(crate) fn ffd_search(problem: &Problem<'_>) -> Result<Assignment, Option<usize>> {
-    let items: Vec<SearchItem> =
-        ffd_items(problem, true).ok_or(None)?.into_iter().map(|(_, m, c)| (m, c)).collect();
-    search(problem, &items, f64::INFINITY)
+/// On failure, says which model's replica the deepest attempt could not place, and whether the
+/// search was exhaustive (then no plan exists at all).
+pub(crate) fn ffd_search(problem: &Problem<'_>) -> Result<Assignment, Stuck> {
+    let items: Vec<SearchItem> = ffd_items(problem, true)
+        .ok_or(Stuck { model: None, proven: false })?
+        .into_iter()
+        .map(|(_, m, c)| (m, c))
+        .collect();
+    // Every option of every model is tried, so an exhausted search proves that no plan exists;
+    // not so with rate models, whose replica count the greedy choice fixes.
+    let complete = problem.models.iter().all(|m| matches!(m.need, Need::Replicas(_)));
+    search(problem, &items, f64::INFINITY).map_err(|s| Stuck { proven: s.proven && complete, ..s })
+}
+
+/// Why a backtracking search found no assignment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stuck {
+    /// The model whose replica the deepest attempt could not place.
+    pub model: Option<usize>,
+    /// Whether every placement was tried (the step limit was not reached).
+    pub proven: bool,
 }
 
 /// Lays out the optimiser's replica choices by backtracking, when [`decompose`] (which fixes
@@ -677,14 +693,14 @@ pub(crate) fn decompose_search(
     search(problem, &items, cap).ok()
 }
 
-fn search(problem: &Problem<'_>, items: &[SearchItem], cap: f64) -> Result<Assignment, Option<usize>> {
+fn search(problem: &Problem<'_>, items: &[SearchItem], cap: f64) -> Result<Assignment, Stuck> {
     if items.len() > SEARCH_MAX_REPLICAS {
-        return Err(None);
+        return Err(Stuck { model: None, proven: false });
     }
     let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
     let mut state = Search { problem, steps: SEARCH_STEPS, cap, cost: 0.0, deepest: 0 };
     if !state.go(&mut a, items, 0) {
-        return Err(items.get(state.deepest).map(|i| i.0));
+        return Err(Stuck { model: items.get(state.deepest).map(|i| i.0), proven: state.steps > 0 });
     }
     trim(problem, &mut a);
     Ok(a)

@@ -213,14 +213,23 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
         match assign::ffd_search(&problem) {
             Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
             Err(stuck) => {
-                let mut d = Diagnostic::error(
-                    codes::PLANNER_FAILED,
-                    "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
-                )
-                .with_help("this is a planner limitation; please report it with the manifest");
-                if let Some(mc) = stuck.and_then(|m| problem.models.get(m)) {
+                let mut d = if stuck.proven {
+                    // The optimiser's conditions are necessary only; the search tried everything.
+                    Diagnostic::error(
+                        codes::NO_FEASIBLE_PLAN,
+                        "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
+                    )
+                    .with_help("check spread, isolation and time-slicing settings; more nodes may help")
+                } else {
+                    Diagnostic::error(
+                        codes::PLANNER_FAILED,
+                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                    )
+                    .with_help("this is a planner limitation; please report it with the manifest")
+                };
+                if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
                     d = d.with_note(format!(
-                        "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`)",
+                        "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
                         mc.name(),
                         problem::spread_word(mc.spec.spread),
                         problem::isolation_word(mc.spec.isolation)

@@ -814,3 +814,23 @@ fn spread_gpu_puts_at_most_one_time_sliced_replica_on_a_node() {
     assert_verified(&one, &p);
     assert!(p.pools[0].nodes[0].gpus.iter().all(|g| !matches!(g.mode, GpuMode::TimeSliced { .. })));
 }
+
+#[test]
+fn spread_node_without_enough_free_nodes_is_proven_infeasible_and_named() {
+    // Two 2-GPU replicas fill two of the three 2-GPU nodes with exclusive GPUs; the three
+    // `spread: node` replicas of `m1` then have two nodes left (the third and the 1-GPU pool).
+    // The optimiser's per-pool conditions cannot see that; the exhaustive search does.
+    let mut wide = model("m2", 4096 * 2, 1.0, 2);
+    wide.gpus = Some(2);
+    wide.pools = vec!["p0".into()];
+    let mut spread = shared(model("m1", 25 * 1024, 0.05, 3));
+    spread.spread = Spread::Node;
+    let s = spec(
+        vec![pool("p0", A100, 2, named(&["a", "b", "c"])), pool("p1", A100, 1, named(&["d"]))],
+        vec![shared(model("m0", 8192, 0.4, 2)), spread, wide],
+    );
+    let Err(diags) = plan(&s, &catalog()) else { panic!("no plan exists") };
+    let text: String = diags.iter().map(|d| format!("{} {:?}", d.message, d.notes)).collect();
+    assert!(text.contains("`m1`"), "{text}");
+    assert_eq!(codes(Err(diags)), ["no-feasible-plan"]);
+}
