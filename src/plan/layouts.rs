@@ -4,10 +4,15 @@
 //! In: a [`GpuModel`] and its usable profiles. Out: [`Layout`]s with counts per profile and the
 //! exact placement from [`crate::catalog::layout::validate`], sorted by a stable key.
 //!
-//! PRIVATE ENUMERATION: written on top of `layout::validate` until the catalog offers
-//! `layout::enumerate` / `layout::maximal`; the search is tiny (≤ 7 instances on 8 slots), and
-//! validity is downward closed (removing an instance from a valid layout keeps it valid), so a
-//! depth-first search that stops at the first invalid extension finds every valid multiset.
+//! Built on [`crate::catalog::layout::enumerate`]: its layouts are filtered to those using only
+//! the usable profiles (no media attributes, no whole-GPU profile) and maximised again among
+//! them, since a layout maximal over all profiles may lose an instance to the filter (e.g.
+//! `4g.40gb` + `1g.10gb+me` + two `1g.10gb` becomes a layout with room for one more `1g.10gb`).
+//! The catalog's own [`crate::catalog::layout::maximal`] cannot be filtered afterwards for the
+//! same reason. Each layout's placement is re-derived with [`crate::catalog::layout::validate`],
+//! which gives the same placement for the same multiset, so the result does not depend on the
+//! enumeration order. Complete unless the GPU has more than
+//! [`crate::catalog::layout::MAX_CANDIDATES`] candidate multisets (no real GPU comes close).
 
 use crate::catalog::GpuModel;
 use crate::catalog::layout::{self, PlacedInstance};
@@ -49,27 +54,24 @@ fn make(gpu: &GpuModel, profiles: &[ProfileInfo], counts: Vec<u8>) -> Option<Lay
     Some(Layout { key: names.join(","), counts, placed })
 }
 
-/// Every valid non-empty layout.
+/// Every valid non-empty layout of the usable profiles, sorted by key.
 pub(crate) fn all(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
-    let mut out = Vec::new();
-    let mut counts = vec![0u8; profiles.len()];
-    grow(gpu, profiles, 0, &mut counts, &mut out);
+    let mut out: Vec<Layout> = layout::enumerate(gpu)
+        .iter()
+        .filter_map(|l| {
+            let mut counts = vec![0u8; profiles.len()];
+            for name in l.profiles() {
+                let q = profiles.iter().position(|p| p.name == name)?;
+                counts[q] = counts[q].checked_add(1)?;
+            }
+            make(gpu, profiles, counts)
+        })
+        .collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out
 }
 
-fn grow(gpu: &GpuModel, profiles: &[ProfileInfo], from: usize, counts: &mut Vec<u8>, out: &mut Vec<Layout>) {
-    for q in from..profiles.len() {
-        counts[q] += 1;
-        if let Some(l) = make(gpu, profiles, counts.clone()) {
-            out.push(l);
-            grow(gpu, profiles, q, counts, out);
-        }
-        counts[q] -= 1;
-    }
-}
-
-/// The valid layouts to which no further usable instance can be added.
+/// The valid layouts of the usable profiles to which no further usable instance can be added.
 pub(crate) fn maximal(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
     let every = all(gpu, profiles);
     let valid: std::collections::BTreeSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();

@@ -15,8 +15,9 @@
 //!   `t_k ≤ gpn·zt_k`, `zw + Σ_k zt_k ≤ u`, all GPUs `≤ gpn·u`, `min ≤ u ≤ max nodes`;
 //!   multi-GPU replicas of size ≥ n: at most `⌊gpn/n⌋·zw` of them.
 //! - spread (necessary conditions; the decomposition enforces the rest): `gpu` — MIG replicas
-//!   of a model ≤ MIG GPUs, time-sliced ones ≤ `t_k`; `node` — replicas in a pool ≤ `u`,
-//!   whole ≤ `zw`, time-sliced ≤ `zt_k`.
+//!   of a model ≤ MIG GPUs, time-sliced ones ≤ `t_k` and ≤ `zt_k` (one per node and shared
+//!   resource: the device plugin picks the GPU); `node` — replicas in a pool ≤ `u`,
+//!   whole ≤ `zw`, time-sliced ≤ `zt_k` and ≤ `t_k`, MIG ≤ MIG GPUs.
 //! - objective, lexicographic through weights: cost (GPUs × relative price) × 1000, then one
 //!   per distinct layout/sharing config in use, then GPUs whose current layout changes, then nodes.
 
@@ -482,16 +483,26 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                                 let yv = y[mi][oi];
                                 cons.push(constraint!(yv <= holders));
                             }
+                            // Time-sliced: one replica per node and shared resource (the device
+                            // plugin picks the GPU), so at most one per node of that class.
                             Kind::TimeSliced(k) => {
                                 if let Some(&t) = v.t.get(&k) {
                                     let yv = y[mi][oi];
                                     cons.push(constraint!(yv <= t));
+                                }
+                                if let Some(&z) = v.zt.get(&k) {
+                                    let yv = y[mi][oi];
+                                    cons.push(constraint!(yv <= z));
                                 }
                             }
                             Kind::MigTs(q, k) => {
                                 if let Some(&t) = v.tm.get(&(q, k)) {
                                     let yv = y[mi][oi];
                                     cons.push(constraint!(yv <= t));
+                                }
+                                if let Some(&z) = v.zm.get(&(q, k)) {
+                                    let yv = y[mi][oi];
+                                    cons.push(constraint!(yv <= z));
                                 }
                             }
                             Kind::Whole(_) => {}
@@ -507,13 +518,25 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                 }
                 Spread::Node => {
                     let mut all = Expression::from(0.0);
+                    // MIG replicas on distinct nodes sit on distinct MIG GPUs.
+                    let mut mig = Expression::from(0.0);
+                    let mut any_mig = false;
                     for &oi in &in_pool {
                         all += y[mi][oi];
+                        if matches!(mc.options[oi].kind, Kind::Mig(_)) {
+                            mig += y[mi][oi];
+                            any_mig = true;
+                        }
                         match mc.options[oi].kind {
+                            // Distinct nodes are distinct GPUs too.
                             Kind::TimeSliced(k) => {
                                 if let Some(&z) = v.zt.get(&k) {
                                     let yv = y[mi][oi];
                                     cons.push(constraint!(yv <= z));
+                                }
+                                if let Some(&t) = v.t.get(&k) {
+                                    let yv = y[mi][oi];
+                                    cons.push(constraint!(yv <= t));
                                 }
                             }
                             Kind::Whole(_) => {
@@ -527,11 +550,22 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                                     let yv = y[mi][oi];
                                     cons.push(constraint!(yv <= z));
                                 }
+                                if let Some(&t) = v.tm.get(&(q, k)) {
+                                    let yv = y[mi][oi];
+                                    cons.push(constraint!(yv <= t));
+                                }
                             }
                             Kind::Mig(_) => {}
                         }
                     }
                     cons.push(constraint!(all <= v.u));
+                    if any_mig {
+                        let mut mig_gpus = Expression::from(0.0);
+                        for &g in &v.g {
+                            mig_gpus += g;
+                        }
+                        cons.push(constraint!(mig <= mig_gpus));
+                    }
                 }
             }
         }

@@ -174,8 +174,9 @@ pub struct Quality {
 ///
 /// Steps: build the problem (every model's admissible options), reject models that no device
 /// can serve, run first-fit-decreasing (the floor), solve the MILP with the first-fit cost as an
-/// upper bound, decompose its counts to nodes and GPUs, keep whichever is cheaper (ties go to
-/// the MILP), compute the LP lower bound, and build the plan. When nothing fits, re-solve with
+/// upper bound, decompose its counts to nodes and GPUs (directly, else by backtracking), keep
+/// whichever is cheaper (ties go to the MILP), compute the LP lower bound, and build the plan.
+/// When neither gives a plan, first-fit-decreasing with backtracking is the last resort. When nothing fits, re-solve with
 /// the pools' node counts relaxed to name the smallest inventory addition.
 pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let problem = problem::build(spec, catalog);
@@ -206,12 +207,46 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
             solved = Ok(alt);
         }
     }
-    let (assignment, method) = match (solved, ffd) {
+    // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
+    // backtracking version is tried when nothing else gives a plan.
+    let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
+        match assign::ffd_search(&problem) {
+            Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
+            Err(stuck) => {
+                let mut d = if stuck.proven {
+                    // The optimiser's conditions are necessary only; the search tried everything.
+                    Diagnostic::error(
+                        codes::NO_FEASIBLE_PLAN,
+                        "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
+                    )
+                    .with_help("check spread, isolation and time-slicing settings; more nodes may help")
+                } else {
+                    Diagnostic::error(
+                        codes::PLANNER_FAILED,
+                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                    )
+                    .with_help("this is a planner limitation; please report it with the manifest")
+                };
+                if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
+                    d = d.with_note(format!(
+                        "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
+                        mc.name(),
+                        problem::spread_word(mc.spec.spread),
+                        problem::isolation_word(mc.spec.isolation)
+                    ));
+                }
+                Err(Diagnostics::from_iter([d]))
+            }
+        }
+    };
+    let (assignment, method, searched) = match (solved, ffd) {
         (Ok(r), ffd) => {
             let optimal = r.optimal;
-            match (assign::decompose(&problem, &r.counts, &r.replicas), ffd) {
+            let decomposed = assign::decompose(&problem, &r.counts, &r.replicas)
+                .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost));
+            match (decomposed, ffd) {
                 (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
-                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned())
+                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
                 }
                 (Some(a), _) => (
                     a,
@@ -220,27 +255,26 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
                     } else {
                         "placed by the MILP optimiser; its search stopped at the node limit".to_owned()
                     },
+                    false,
                 ),
                 (None, Some(f)) => {
-                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned())
+                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
                 }
-                (None, None) => {
-                    return Err(Diagnostics::from_iter([Diagnostic::error(
-                        codes::PLANNER_FAILED,
-                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
-                    )
-                    .with_help("this is a planner limitation; please report it with the manifest")]));
-                }
+                (None, None) => fallback("the optimiser's counts could not be decomposed to nodes")?,
             }
         }
         (Err(MilpError::Solver(e)), Some(f)) => {
-            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"))
+            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"), false)
         }
         (Err(MilpError::Infeasible), Some(f)) => {
-            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned())
+            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned(), false)
         }
+        (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
         (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
     };
+    // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
+    let ffd_gpus =
+        ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));
     let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))

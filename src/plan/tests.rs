@@ -45,3 +45,61 @@ fn seven_small_instances_is_a_maximal_layout() {
     let max = layouts::maximal(&gpu, &profiles);
     assert!(max.iter().any(|l| l.key == "1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb"));
 }
+
+/// The former private enumeration: a depth-first search over count vectors of the usable
+/// profiles on top of `validate` (validity is downward closed, so stopping at the first invalid
+/// extension finds every valid multiset).
+fn reference_all(
+    gpu: &crate::catalog::GpuModel,
+    profiles: &[crate::plan::problem::ProfileInfo],
+) -> Vec<Vec<u8>> {
+    fn grow(
+        gpu: &crate::catalog::GpuModel,
+        profiles: &[crate::plan::problem::ProfileInfo],
+        from: usize,
+        counts: &mut Vec<u8>,
+        out: &mut Vec<Vec<u8>>,
+    ) {
+        for q in from..profiles.len() {
+            counts[q] += 1;
+            if layouts::from_counts(gpu, profiles, counts.clone()).is_some() {
+                out.push(counts.clone());
+                grow(gpu, profiles, q, counts, out);
+            }
+            counts[q] -= 1;
+        }
+    }
+    let mut out = Vec::new();
+    grow(gpu, profiles, 0, &mut vec![0u8; profiles.len()], &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn layouts_from_the_catalog_enumeration_match_a_search_over_usable_profiles() {
+    for gpu in Catalog::builtin().iter() {
+        let profiles = usable_profiles(gpu);
+        let mut ours: Vec<Vec<u8>> = layouts::all(gpu, &profiles).into_iter().map(|l| l.counts).collect();
+        ours.sort();
+        let reference = reference_all(gpu, &profiles);
+        assert_eq!(ours, reference, "{}", gpu.id);
+        let set: std::collections::BTreeSet<&Vec<u8>> = reference.iter().collect();
+        let mut want: Vec<&Vec<u8>> = reference
+            .iter()
+            .filter(|c| {
+                (0..c.len()).all(|q| {
+                    let mut bigger = (*c).clone();
+                    bigger[q] += 1;
+                    !set.contains(&bigger)
+                })
+            })
+            .collect();
+        want.sort();
+        let max = layouts::maximal(gpu, &profiles);
+        let mut got: Vec<&Vec<u8>> = max.iter().map(|l| &l.counts).collect();
+        got.sort();
+        assert_eq!(got, want, "{}", gpu.id);
+        let keys: Vec<&String> = max.iter().map(|l| &l.key).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{}: sorted by key", gpu.id);
+    }
+}

@@ -12,4 +12,5 @@ mod manifest;
 mod parvagpu;
 mod plan;
 mod profiles;
+mod properties;
 mod tools;

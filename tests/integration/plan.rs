@@ -738,3 +738,99 @@ fn mig_is_planned_only_under_the_mixed_strategy() {
         }
     }
 }
+
+/// The plan passes the independent verifier.
+fn assert_verified(s: &Spec, p: &Plan) {
+    let violations = gpuplan::verify::check(s, &catalog(), p);
+    assert!(violations.is_empty(), "violations: {violations:#?}");
+}
+
+#[test]
+fn spread_node_beyond_the_free_nodes_is_reported_naming_the_models() {
+    // Three single-GPU nodes. `m0` needs compute 0.55: more than a 4g.40gb instance's 56 of 108
+    // SMs, so it takes a whole GPU (exclusive) and its node; the three replicas of `m1` need
+    // three distinct nodes: only two are left. No plan exists, and the error says why.
+    let big = model("m0", 1024, 0.55, 1);
+    let mut spread = shared(model("m1", 1024, 0.05, 3));
+    spread.spread = Spread::Node;
+    let s = spec(vec![pool("p0", A100, 1, named(&["n1", "n2", "n3"]))], vec![big, spread]);
+    let Err(diags) = plan(&s, &catalog()) else { panic!("no plan exists") };
+    let text: String = diags.iter().map(|d| format!("{} {:?} {:?}", d.message, d.help, d.notes)).collect();
+    assert!(text.contains("`m1`"), "{text}");
+    assert_eq!(codes(Err(diags)), ["capacity-exceeded"]);
+    // With compute 0.5 a 4g.40gb instance serves `m0`, and a 1g.10gb beside it the third `m1`.
+    let mut s = s;
+    s.models[0].compute = 0.5;
+    let p = plan(&s, &catalog()).expect("a plan exists");
+    assert_verified(&s, &p);
+    let mut nodes: Vec<&str> = gpus_of(&p, "m1").into_iter().map(|g| g.0).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2", "n3"]);
+}
+
+#[test]
+fn spread_node_replicas_avoid_nodes_whose_gpus_are_exclusive() {
+    // A two-GPU node and two three-GPU nodes; two dedicated replicas need exclusive whole GPUs,
+    // and three spread replicas need three distinct nodes, so one of them sits on a MIG
+    // instance of a node that also holds exclusive whole GPUs.
+    let mut spread = shared(model("m0", 1024, 0.05, 3));
+    spread.spread = Spread::Node;
+    let mut dedicated = model("m1", 1024, 0.05, 2);
+    dedicated.isolation = Isolation::Dedicated;
+    let s = spec(
+        vec![pool("p0", A100, 2, named(&["p0-n1"])), pool("p1", A100, 3, named(&["p1-n1", "p1-n2"]))],
+        vec![spread, dedicated],
+    );
+    let p = plan(&s, &catalog()).expect("a plan exists");
+    assert_verified(&s, &p);
+    assert_eq!(p.quality.gpus_used, 5);
+}
+
+#[test]
+fn spread_gpu_puts_at_most_one_time_sliced_replica_on_a_node() {
+    // The device plugin picks the physical GPU behind `nvidia.com/gpu.shared`, so two replicas
+    // on one node may share a GPU whatever the plan says (domain.md §3).
+    let mut m = shared(model("embed", 1024, 0.05, 3));
+    m.spread = Spread::Gpu;
+    let s = spec(vec![pool("l4", "L4", 4, named(&["n1", "n2", "n3"]))], vec![m]);
+    let p = plan(&s, &catalog()).expect("plans");
+    assert_verified(&s, &p);
+    for pool in &p.pools {
+        for n in &pool.nodes {
+            let shared = n
+                .gpus
+                .iter()
+                .filter(|g| matches!(g.mode, GpuMode::TimeSliced { .. }))
+                .flat_map(|g| &g.tenants)
+                .filter(|t| t.model == "embed")
+                .count();
+            assert!(shared <= 1, "{shared} time-sliced replicas on node {}", n.name);
+        }
+    }
+    // With one node only exclusive whole GPUs keep the replicas apart.
+    let mut one = s.clone();
+    one.pools[0].nodes = named(&["n1"]);
+    let p = plan(&one, &catalog()).expect("plans");
+    assert_verified(&one, &p);
+    assert!(p.pools[0].nodes[0].gpus.iter().all(|g| !matches!(g.mode, GpuMode::TimeSliced { .. })));
+}
+
+#[test]
+fn spread_node_without_enough_free_nodes_is_proven_infeasible_and_named() {
+    // Two 2-GPU replicas fill two of the three 2-GPU nodes with exclusive GPUs; the three
+    // `spread: node` replicas of `m1` then have two nodes left (the third and the 1-GPU pool).
+    // The optimiser's per-pool conditions cannot see that; the exhaustive search does.
+    let mut wide = model("m2", 4096 * 2, 1.0, 2);
+    wide.gpus = Some(2);
+    wide.pools = vec!["p0".into()];
+    let mut spread = shared(model("m1", 25 * 1024, 0.05, 3));
+    spread.spread = Spread::Node;
+    let s = spec(
+        vec![pool("p0", A100, 2, named(&["a", "b", "c"])), pool("p1", A100, 1, named(&["d"]))],
+        vec![shared(model("m0", 8192, 0.4, 2)), spread, wide],
+    );
+    let Err(diags) = plan(&s, &catalog()) else { panic!("no plan exists") };
+    let text: String = diags.iter().map(|d| format!("{} {:?}", d.message, d.notes)).collect();
+    assert!(text.contains("`m1`"), "{text}");
+    assert_eq!(codes(Err(diags)), ["no-feasible-plan"]);
+}

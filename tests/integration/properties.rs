@@ -2,9 +2,7 @@
 //! 1–5 models): plans pass the independent verifier; failures name the models that cannot be
 //! served; the output does not depend on input order; small cases match a brute-force optimum.
 //!
-//! NOT YET LISTED in `tests/integration/main.rs`: these need the real planner (`plan::plan` is a
-//! stub on the `verify` branch and fails every case). Enable with `mod properties;` once the
-//! planner is merged.
+//! 64 cases per property by default; set `PROPTEST_CASES` to run more.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -229,8 +227,13 @@ fn brute_force_case() -> impl Strategy<Value = (u32, u32, Vec<BruteModel>)> {
         .prop_filter("at most 6 replicas", |(_, _, models)| models.iter().map(|m| m.2).sum::<u32>() <= 6)
 }
 
+/// 64 cases per property (CI stays fast); `PROPTEST_CASES=1024` runs more locally.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn plans_pass_the_independent_verifier_and_failures_name_the_models(
