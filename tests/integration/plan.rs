@@ -32,26 +32,7 @@ fn named(names: &[&str]) -> Nodes {
 }
 
 fn model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model {
-    Model {
-        name: name.into(),
-        image: format!("registry.example/{name}:1"),
-        command: Vec::new(),
-        args: Vec::new(),
-        env: Vec::new(),
-        ports: Vec::new(),
-        memory_mib,
-        compute,
-        demand: Demand::Replicas(replicas),
-        isolation: Isolation::Hardware,
-        gpus: None,
-        latency: None,
-        spread: Spread::None,
-        pools: Vec::new(),
-        gpu_types: Vec::new(),
-        priority: 0,
-        llm: false,
-        span: None,
-    }
+    gpuplan::bench::model(name, memory_mib, compute, replicas)
 }
 
 fn spec(pools: Vec<Pool>, models: Vec<Model>) -> Spec {
