@@ -818,13 +818,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
                     if v.is_ok() { "yes".to_owned() } else { format!("NO ({} problems)", v.problems.len()) };
                 (v.gpus_used.to_string(), v.gpcs_used.to_string(), v.layouts_text(), verified, gap)
             }
-            Err(e) => (
-                "pending".into(),
-                "pending".into(),
-                "pending".into(),
-                format!("pending: {e}"),
-                "pending".into(),
-            ),
+            Err(e) => ("no plan".into(), dash(), dash(), format!("planner failed: {e}"), dash()),
         };
         let committed = row
             .committed
@@ -980,7 +974,7 @@ mod tests {
             }),
         };
         let table = markdown_table(&[row]);
-        assert!(table.contains("| SLO1 | 6 | pending |"), "{table}");
+        assert!(table.contains("| SLO1 | 6 | no plan |"), "{table}");
         assert!(table.contains("| 2 | 1 (6.18 GPCs) | 6 / 6 |"), "{table}");
     }
 

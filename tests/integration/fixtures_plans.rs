@@ -1,8 +1,8 @@
 //! Hand-built (spec, plan) pairs that the bundle, emit and tools tests iterate over.
 //!
-//! The planner is written in parallel; until it lands these stand in for `plan::plan` output.
-//! To test real plans, add entries to [`all`] that build the `Spec` from an example manifest
-//! and call `gpuplan::plan::plan` — every test that iterates over [`all`] then covers them.
+//! Hand-built plans cover shapes the examples may not (time-slicing, autoscaled pools, multi-GPU
+//! with Argo CD and Flux wrappers); [`all`] adds the real plans of every example manifest, so
+//! every test that iterates over it covers both.
 //! MIG layouts here are placed with `catalog::layout::validate`, so they are valid by the same
 //! rule the planner uses.
 
