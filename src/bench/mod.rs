@@ -39,14 +39,21 @@ pub struct Scenario {
     pub models: u32,
     /// How many times the benchmark plans it (fewer for the big ones).
     pub runs: u32,
+    /// Whether the pools have prices (then the planner minimises $/h, not GPUs).
+    pub priced: bool,
 }
 
 /// The benchmark suite: the seed voice pipeline, then fleets of 100, 1,000 and 10,000 GPUs.
+/// The `-priced` fleets are the same fleets with prices per GPU-hour (L4 0.8, A100 2.4, H100
+/// 4.0): the planner then minimises cost, and their gap is measured against the cost bound.
 pub const SCENARIOS: &[Scenario] = &[
-    Scenario { name: "seed-voice-pipeline", gpus: 2, models: 3, runs: 5 },
-    Scenario { name: "fleet-100", gpus: 100, models: 20, runs: 5 },
-    Scenario { name: "fleet-1000", gpus: 1_000, models: 200, runs: 5 },
-    Scenario { name: "fleet-10000", gpus: 10_000, models: 1_000, runs: 3 },
+    Scenario { name: "seed-voice-pipeline", gpus: 2, models: 3, runs: 5, priced: false },
+    Scenario { name: "fleet-100", gpus: 100, models: 20, runs: 5, priced: false },
+    Scenario { name: "fleet-1000", gpus: 1_000, models: 200, runs: 5, priced: false },
+    Scenario { name: "fleet-10000", gpus: 10_000, models: 1_000, runs: 3, priced: false },
+    Scenario { name: "fleet-100-priced", gpus: 100, models: 20, runs: 5, priced: true },
+    Scenario { name: "fleet-1000-priced", gpus: 1_000, models: 200, runs: 5, priced: true },
+    Scenario { name: "fleet-10000-priced", gpus: 10_000, models: 1_000, runs: 3, priced: true },
 ];
 
 /// The seed used for every generated fleet of the suite.
@@ -58,7 +65,7 @@ pub fn scenario(name: &str) -> Option<(Spec, Catalog)> {
     if s.name == "seed-voice-pipeline" {
         return Some(voice_pipeline());
     }
-    Some(fleet(s.gpus, s.models, SEED))
+    Some(fleet(s.gpus, s.models, SEED, s.priced))
 }
 
 /// The seed voice pipeline (NVIDIA's blog): ASR (9.6 GB, compute 0.15) and TTS (13.4 GB) with
@@ -79,8 +86,9 @@ pub fn catalog() -> Catalog {
 }
 
 /// A generated fleet of `gpus` GPUs (a multiple of 4; half A100, 30% H100 in nodes of 8, the rest
-/// L4 in nodes of 4) serving `models` models.
-pub fn fleet(gpus: u32, models: u32, seed: u64) -> (Spec, Catalog) {
+/// L4 in nodes of 4) serving `models` models; `priced` gives the pools a cost per GPU-hour.
+/// The models do not depend on `priced`.
+pub fn fleet(gpus: u32, models: u32, seed: u64, priced: bool) -> (Spec, Catalog) {
     let catalog = catalog();
     let mut rng = SplitMix64(seed ^ u64::from(gpus) << 32 ^ u64::from(models));
     let gpus = gpus - gpus % 4;
@@ -94,7 +102,7 @@ pub fn fleet(gpus: u32, models: u32, seed: u64) -> (Spec, Catalog) {
     {
         if nodes > 0 {
             let mut p = pool(name, gpu, per_node, names(name, nodes));
-            p.cost_per_gpu_hour = Some(match gpu {
+            p.cost_per_gpu_hour = priced.then_some(match gpu {
                 A100 => 2.4,
                 H100 => 4.0,
                 _ => 0.8,
@@ -268,20 +276,20 @@ mod tests {
 
     #[test]
     fn fleets_are_deterministic_and_sized_as_asked() {
-        let (a, _) = fleet(1_000, 200, SEED);
-        let (b, _) = fleet(1_000, 200, SEED);
+        let (a, _) = fleet(1_000, 200, SEED, false);
+        let (b, _) = fleet(1_000, 200, SEED, false);
         let json = |s: &Spec| serde_json::to_string(s).unwrap_or_default();
         assert_eq!(json(&a), json(&b));
         let gpus: u32 = a.pools.iter().map(|p| p.gpus_per_node * p.nodes.max_nodes()).sum();
         assert_eq!(gpus, 1_000);
         assert_eq!(a.models.len(), 200);
-        let (c, _) = fleet(1_000, 200, SEED + 1);
+        let (c, _) = fleet(1_000, 200, SEED + 1, false);
         assert_ne!(json(&a), json(&c), "the seed changes the fleet");
     }
 
     #[test]
     fn fleets_mix_sizes_isolation_spread_and_gpu_types() {
-        let (s, catalog) = fleet(10_000, 1_000, SEED);
+        let (s, catalog) = fleet(10_000, 1_000, SEED, false);
         assert_eq!(s.pools.len(), 3);
         assert!(s.pools.iter().all(|p| catalog.get(&p.gpu).is_some()));
         let min = s.models.iter().map(|m| m.memory_mib).min().unwrap_or(0);
@@ -300,7 +308,7 @@ mod tests {
     #[test]
     fn fleet_demand_fills_about_half_of_the_fleet() {
         for (gpus, models) in [(100, 20), (1_000, 200), (10_000, 1_000)] {
-            let (s, _) = fleet(gpus, models, SEED);
+            let (s, _) = fleet(gpus, models, SEED, false);
             let demand: f64 = s
                 .models
                 .iter()

@@ -49,6 +49,13 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
                     q.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
                     q.one_gpu_per_replica
                 ));
+                if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour) {
+                    text.push_str(&format!(
+                        "  cost ${cost:.2}/h (minimised); lower bound ${bound:.2}/h; first-fit-decreasing {}\n",
+                        q.first_fit_decreasing_cost_per_hour
+                            .map_or_else(|| "found no plan".to_owned(), |f| format!("${f:.2}/h"))
+                    ));
+                }
                 for pool in &plan.pools {
                     for node in pool.nodes.iter().filter(|n| n.gpus.iter().any(|g| g.mode != GpuMode::Unused))
                     {

@@ -109,6 +109,8 @@ pub(crate) struct Assignment {
     pub pools: Vec<PoolA>,
     /// (model, pool, kind) → replicas.
     pub replicas: BTreeMap<(usize, usize, Kind), u32>,
+    /// Replicas that [`decompose`] in repair mode placed by first fit (0 for other assignments).
+    pub repaired: u32,
 }
 
 impl Assignment {
@@ -309,6 +311,7 @@ fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assi
             .map(|(i, p)| PoolA { nodes: (0..nodes_per_pool(i)).map(|_| NodeA::new(p.gpn)).collect() })
             .collect(),
         replicas: BTreeMap::new(),
+        repaired: 0,
     }
 }
 
@@ -469,20 +472,37 @@ pub(crate) struct PoolCounts {
 }
 
 /// Turns the optimiser's counts into concrete nodes and GPUs, then places every replica.
-/// Returns `None` if a replica finds no room (the caller then keeps the first-fit plan).
+///
+/// Devices are configured first: node classes (exclusive whole GPUs, time-sliced per k, MIG
+/// time-slicing per profile and k), then multi-GPU and whole replicas, time-sliced GPUs and
+/// MIG GPUs spread round robin over their eligible nodes (so that `spread` replicas find
+/// distinct nodes). Then replicas go to configured devices with room, spread models first and,
+/// within a model, time-sliced replicas before MIG ones.
+///
+/// Without `repair`, returns `None` as soon as a device or replica finds no room (the caller
+/// then tries [`decompose_search`]). With `repair`, what finds no room is placed at the end by
+/// first fit (any option of its model, configured room first, else a grown device), so the
+/// result may cost more than the counts; `None` only if that fails too. The optimiser's spread
+/// conditions are necessary, not sufficient, which is why repair exists.
 pub(crate) fn decompose(
     problem: &Problem<'_>,
     counts: &[PoolCounts],
     replicas: &BTreeMap<(usize, usize, Kind), u32>,
+    repair: bool,
 ) -> Option<Assignment> {
     let mut a = empty(problem, |i| {
         let p = &problem.pools[i];
-        if p.autoscaled {
-            counts.get(i).map_or(0, |c| c.nodes as usize).max(p.min_nodes as usize)
-        } else {
+        if !p.autoscaled {
             p.named.len()
+        } else if repair {
+            p.max_nodes as usize
+        } else {
+            counts.get(i).map_or(0, |c| c.nodes as usize).max(p.min_nodes as usize)
         }
     });
+    // Replicas (model, pool, kind) the configured devices could not take, placed at the end
+    // by first fit (repair mode only).
+    let mut deferred: Vec<(usize, usize, Kind)> = Vec::new();
     for (pi, (pool, c)) in problem.pools.iter().zip(counts).enumerate() {
         let pa = &mut a.pools[pi];
         let used_nodes = (c.nodes as usize).min(pa.nodes.len());
@@ -511,21 +531,27 @@ pub(crate) fn decompose(
             if let Some(x) = counts.get_mut(q) {
                 *x = pool.homogeneous.get(q).copied().unwrap_or(0);
             }
+            let first = next;
             for _ in 0..z {
                 if next >= used_nodes {
                     break;
                 }
                 mig_ts_class[next] = true;
                 class[next] = Some(Some(0));
-                for d in pa.nodes[next].gpus.iter_mut() {
+                next += 1;
+            }
+            // Round robin over the class's nodes, so that each holds one (`spread` needs them).
+            let mut gi = 0;
+            while want > 0 && first < next && gi < pool.gpn as usize {
+                for node in &mut pa.nodes[first..next] {
                     if want > 0 {
-                        *d = Dev::MigTs { q, k, counts: counts.clone(), tenants: Vec::new() };
+                        node.gpus[gi] = Dev::MigTs { q, k, counts: counts.clone(), tenants: Vec::new() };
                         want -= 1;
                     }
                 }
-                next += 1;
+                gi += 1;
             }
-            if want > 0 {
+            if want > 0 && !repair {
                 return None;
             }
         }
@@ -540,7 +566,10 @@ pub(crate) fn decompose(
                 }
             }
         }
-        multi.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        // Largest first; among equal sizes `spread: node` models first (they need distinct
+        // nodes, which the others would fill).
+        let spread_of = |m: usize| problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+        multi.sort_by(|x, y| y.0.cmp(&x.0).then(spread_of(y.1).cmp(&spread_of(x.1))).then(x.1.cmp(&y.1)));
         for (g, m) in multi {
             let g = g as usize;
             let by_node = problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Node);
@@ -548,7 +577,14 @@ pub(crate) fn decompose(
                 class[i] == Some(None)
                     && !(by_node && pa.nodes[i].hosts(m))
                     && pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count() >= g
-            })?;
+            });
+            let Some(slot) = slot else {
+                if !repair {
+                    return None;
+                }
+                deferred.push((m, pi, Kind::Whole(g as u32)));
+                continue;
+            };
             let node = &mut pa.nodes[slot];
             let mut left = g;
             for d in node.gpus.iter_mut() {
@@ -560,8 +596,21 @@ pub(crate) fn decompose(
         }
         for (&k, &t) in &c.ts {
             for _ in 0..t {
+                // Round robin over the nodes of the class (most free GPUs first), so that
+                // every such node holds one, as `spread: node` replicas need.
                 let slot = (0..used_nodes)
-                    .find(|&i| class[i] == Some(Some(k)) && pa.nodes[i].gpus.contains(&Dev::Unused))?;
+                    .filter(|&i| class[i] == Some(Some(k)) && pa.nodes[i].gpus.contains(&Dev::Unused))
+                    .max_by(|&x, &y| {
+                        let fx = pa.nodes[x].gpus.iter().filter(|d| **d == Dev::Unused).count();
+                        let fy = pa.nodes[y].gpus.iter().filter(|d| **d == Dev::Unused).count();
+                        fx.cmp(&fy).then(y.cmp(&x))
+                    });
+                let Some(slot) = slot else {
+                    if !repair {
+                        return None;
+                    }
+                    break; // first fit opens time-sliced GPUs where replicas need them
+                };
                 if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
                     *d = Dev::Ts { k, tenants: Vec::new() };
                 }
@@ -599,31 +648,75 @@ pub(crate) fn decompose(
                         let fx = pa.nodes[x].gpus.iter().filter(|d| **d == Dev::Unused).count();
                         let fy = pa.nodes[y].gpus.iter().filter(|d| **d == Dev::Unused).count();
                         fx.cmp(&fy).then(y.cmp(&x))
-                    })?;
+                    });
+                let Some(slot) = slot else {
+                    if !repair {
+                        return None;
+                    }
+                    break; // first fit opens MIG GPUs where replicas need them
+                };
                 if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
                     *d = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
                 }
             }
         }
     }
-    // Place the non-multi replicas on the configured devices.
-    let order = model_order(problem);
-    for m in order {
-        for (&(mm, pi, kind), &n) in replicas.range((m, 0, Kind::Whole(0))..) {
-            if mm != m {
-                break;
-            }
-            if matches!(kind, Kind::Whole(_)) {
-                continue; // already placed above
-            }
+    // Whole-GPU replicas are on their GPUs, except the deferred ones.
+    a.replicas = replicas.iter().filter(|(k, _)| matches!(k.2, Kind::Whole(_))).map(|(&k, &n)| (k, n)).collect();
+    for key in &deferred {
+        if let Some(n) = a.replicas.get_mut(key) {
+            *n -= 1;
+        }
+    }
+    a.replicas.retain(|_, n| *n > 0);
+    // Place the other replicas on the configured devices.
+    for m in model_order(problem) {
+        // Time-sliced replicas first: they fit only on the few nodes of their sharing class,
+        // which a `spread: node` model's MIG replicas (fitting almost anywhere) must not take.
+        let mut mine: Vec<(usize, Kind, u32)> = replicas
+            .range((m, 0, Kind::Whole(0))..)
+            .take_while(|(k, _)| k.0 == m)
+            .filter(|(k, _)| !matches!(k.2, Kind::Whole(_))) // already placed above
+            .map(|(&(_, pi, kind), &n)| (pi, kind, n))
+            .collect();
+        mine.sort_by_key(|&(pi, kind, _)| (matches!(kind, Kind::Mig(_)), pi, kind));
+        for (pi, kind, n) in mine {
             for _ in 0..n {
-                if !place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
+                if place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
+                    *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
+                } else if !repair {
                     return None;
+                } else {
+                    deferred.push((m, pi, kind));
                 }
             }
         }
     }
-    a.replicas = replicas.clone();
+    // Repair: what found no configured room goes where first fit puts it: the optimiser's
+    // choice or the model's other options (smallest first) on a configured device with room,
+    // else on a grown one (extended layout, new GPU, new node).
+    a.repaired = u32::try_from(deferred.len()).unwrap_or(u32::MAX);
+    for (m, pi, kind) in deferred {
+        let mc = problem.models.get(m)?;
+        let mut others: Vec<&crate::plan::problem::Opt> =
+            mc.options.iter().filter(|o| (o.pool, o.kind) != (pi, kind)).collect();
+        others.sort_by(|x, y| x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind)));
+        let choices: Vec<(usize, Kind)> =
+            std::iter::once((pi, kind)).chain(others.iter().map(|o| (o.pool, o.kind))).collect();
+        let attempts =
+            [Mode::Fixed, Mode::Grow].into_iter().flat_map(|mode| choices.iter().map(move |&c| (mode, c)));
+        let mut placed = false;
+        for (mode, (p, k)) in attempts {
+            if place(problem, &mut a, m, p, k, mode, usize::MAX) {
+                *a.replicas.entry((m, p, k)).or_insert(0) += 1;
+                placed = true;
+                break;
+            }
+        }
+        if !placed {
+            return None;
+        }
+    }
     trim(problem, &mut a);
     Some(a)
 }

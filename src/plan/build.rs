@@ -25,6 +25,10 @@ pub(crate) struct Figures {
     pub ffd: Option<u32>,
     /// Which planner produced the assignment and how (one sentence, goes into every model's reasons).
     pub method: String,
+    /// $/h lower bound (LP relaxation of cost), when every pool is priced.
+    pub cost_lower_bound: Option<f64>,
+    /// $/h of the first-fit-decreasing plan, when every pool is priced.
+    pub ffd_cost: Option<f64>,
 }
 
 /// (model, pool, resource, GPUs per replica).
@@ -304,6 +308,8 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
         one_gpu_per_replica: one_per_replica,
         first_fit_decreasing: fig.ffd,
         cost_per_hour: (priced && gpus_used > 0).then_some((cost * 1e6).round() / 1e6),
+        cost_lower_bound_per_hour: fig.cost_lower_bound.map(|b| b.min(cost)),
+        first_fit_decreasing_cost_per_hour: fig.ffd_cost.map(|c| (c * 1e6).round() / 1e6),
     };
     Ok(Plan {
         name: problem.spec.name.clone(),

@@ -49,6 +49,9 @@ pub(crate) enum Goal {
     Plan { cost_bound: Option<f64>, gpu_floor: Option<f64> },
     /// The LP relaxation, minimising GPUs: a lower bound.
     Bound,
+    /// The LP relaxation, minimising the weighted cost (GPUs × relative price), with every
+    /// plan's GPU lower bound as a cut: a lower bound on cost.
+    CostBound { gpu_floor: Option<f64> },
     /// Capacity relaxed by extra nodes per pool; minimise the GPUs added.
     Extend,
 }
@@ -193,7 +196,7 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    let integer = goal != Goal::Bound;
+    let integer = !matches!(goal, Goal::Bound | Goal::CostBound { .. });
     let cols = columns(problem);
     let large = cols.len() > LARGE_ABOVE_COLUMNS;
     let mut vars = ProblemVariables::new();
@@ -477,22 +480,13 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                 Spread::Gpu => {
                     let mut mig = Expression::from(0.0);
                     let mut any = false;
+                    let mut mig_opts: Vec<(usize, Variable)> = Vec::new();
                     for &oi in &in_pool {
                         match mc.options[oi].kind {
                             Kind::Mig(q) => {
                                 mig += y[mi][oi];
                                 any = true;
-                                // At most one replica per GPU that has a `q` instance at all.
-                                let mut holders = Expression::from(0.0);
-                                for (l, layout) in p.layouts.iter().enumerate() {
-                                    if layout.counts.get(q).is_some_and(|&c| c > 0)
-                                        && let Some(&g) = v.g.get(l)
-                                    {
-                                        holders += g;
-                                    }
-                                }
-                                let yv = y[mi][oi];
-                                cons.push(constraint!(yv <= holders));
+                                mig_opts.push((q, y[mi][oi]));
                             }
                             // Time-sliced: one replica per node and shared resource (the device
                             // plugin picks the GPU), so at most one per node of that class.
@@ -525,12 +519,14 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                             mig_gpus += g;
                         }
                         cons.push(constraint!(mig <= mig_gpus));
+                        cons.extend(distinct_gpu_cuts(&p.layouts, &v.g, &mig_opts, !large));
                     }
                 }
                 Spread::Node => {
                     let mut all = Expression::from(0.0);
                     // MIG replicas on distinct nodes sit on distinct MIG GPUs.
                     let mut mig = Expression::from(0.0);
+                    let mut mig_opts: Vec<(usize, Variable)> = Vec::new();
                     let mut any_mig = false;
                     for &oi in &in_pool {
                         all += y[mi][oi];
@@ -539,6 +535,8 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                             any_mig = true;
                         }
                         match mc.options[oi].kind {
+                            // Distinct nodes are distinct GPUs.
+                            Kind::Mig(q) => mig_opts.push((q, y[mi][oi])),
                             // Distinct nodes are distinct GPUs too.
                             Kind::TimeSliced(k) => {
                                 if let Some(&z) = v.zt.get(&k) {
@@ -566,7 +564,6 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                                     cons.push(constraint!(yv <= t));
                                 }
                             }
-                            Kind::Mig(_) => {}
                         }
                     }
                     cons.push(constraint!(all <= v.u));
@@ -576,6 +573,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                             mig_gpus += g;
                         }
                         cons.push(constraint!(mig <= mig_gpus));
+                        cons.extend(distinct_gpu_cuts(&p.layouts, &v.g, &mig_opts, !large));
                     }
                 }
             }
@@ -583,7 +581,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         bound_gpus += gpus.clone();
         cost_expr += p.weight * gpus.clone();
         match goal {
-            Goal::Bound => {}
+            Goal::Bound | Goal::CostBound { .. } => {}
             Goal::Extend => {
                 objective += 1e-3 * gpus.clone();
             }
@@ -634,18 +632,20 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
             }
         }
     }
-    if let Goal::Plan { cost_bound, gpu_floor } = goal {
-        if let Some(b) = cost_bound {
-            cons.push(constraint!(cost_expr <= b + 1e-6));
-        }
-        // The rounded-up LP bound as a cut: the root relaxation then proves a plan with that
-        // many GPUs optimal at once, instead of branching to close a fractional gap.
-        if let Some(f) = gpu_floor.filter(|f| *f > 0.0) {
-            cons.push(constraint!(bound_gpus.clone() >= f));
-        }
+    if let Goal::Plan { cost_bound: Some(b), .. } = goal {
+        cons.push(constraint!(cost_expr.clone() <= b + 1e-6));
     }
-    if goal == Goal::Bound {
-        objective = bound_gpus;
+    // The rounded-up LP bound as a cut: the root relaxation then proves a plan with that many
+    // GPUs optimal at once, instead of branching to close a fractional gap.
+    if let Goal::Plan { gpu_floor: Some(f), .. } | Goal::CostBound { gpu_floor: Some(f) } = goal
+        && f > 0.0
+    {
+        cons.push(constraint!(bound_gpus.clone() >= f));
+    }
+    match goal {
+        Goal::Bound => objective = bound_gpus,
+        Goal::CostBound { .. } => objective = cost_expr,
+        Goal::Plan { .. } | Goal::Extend => {}
     }
 
     let mut all_vars: Vec<Variable> = Vec::new();
@@ -659,7 +659,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         Goal::Plan { .. } => {
             problem.pools.iter().map(|p| p.capacity_gpus() as f64 * p.weight).sum::<f64>() + 1.0
         }
-        Goal::Bound | Goal::Extend => 0.0,
+        Goal::Bound | Goal::CostBound { .. } | Goal::Extend => 0.0,
     };
     let (values, optimal) = run(vars, objective, cons, scale, large)?;
     let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
@@ -713,6 +713,58 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         }
     }
     Ok(res)
+}
+
+/// Profiles of one model's MIG options above which [`distinct_gpu_cuts`] keeps only single
+/// profiles (2^n subsets would make the program too large). Large programs keep only single
+/// profiles too: on the 1,000-GPU benchmark fleet every subset made HiGHS ten times slower.
+const HALL_MAX_PROFILES: usize = 8;
+
+/// Hall's condition for one model's MIG replicas that must sit on distinct GPUs (`spread: gpu`,
+/// and `spread: node`, whose distinct nodes are distinct GPUs): for every set S of the profiles
+/// it uses in the pool, its replicas on S are at most the GPUs whose layout has a profile of S.
+/// Per-profile bounds alone let, say, ten GPUs with one `1g` and one `2g` instance each take
+/// eighteen replicas. For one model alone these conditions are exact (Hall's theorem). Only
+/// the largest S per set of holding layouts is kept: it implies the others.
+fn distinct_gpu_cuts(
+    layouts: &[crate::plan::layouts::Layout],
+    g: &[Variable],
+    opts: &[(usize, Variable)],
+    all_subsets: bool,
+) -> Vec<Constraint> {
+    let n = opts.len();
+    let subsets: Vec<u32> = if all_subsets && n <= HALL_MAX_PROFILES {
+        (1..(1u32 << n)).collect()
+    } else {
+        (0..n).map(|i| 1u32 << i).collect()
+    };
+    let mut by_holders: BTreeMap<Vec<usize>, u32> = BTreeMap::new();
+    for s in subsets {
+        let holders: Vec<usize> = (0..layouts.len().min(g.len()))
+            .filter(|&l| {
+                opts.iter().enumerate().any(|(i, &(q, _))| {
+                    s & (1 << i) != 0 && layouts[l].counts.get(q).is_some_and(|&c| c > 0)
+                })
+            })
+            .collect();
+        *by_holders.entry(holders).or_insert(0) |= s;
+    }
+    by_holders
+        .into_iter()
+        .map(|(holders, s)| {
+            let mut lhs = Expression::from(0.0);
+            for (i, &(_, yv)) in opts.iter().enumerate() {
+                if s & (1 << i) != 0 {
+                    lhs += yv;
+                }
+            }
+            let mut rhs = Expression::from(0.0);
+            for l in holders {
+                rhs += g[l];
+            }
+            constraint!(lhs <= rhs)
+        })
+        .collect()
 }
 
 /// Solves with the selected backend and returns every variable's value and whether the

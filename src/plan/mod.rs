@@ -168,6 +168,11 @@ pub struct Quality {
     pub first_fit_decreasing: Option<u32>,
     /// Cost per hour of the GPUs used, when every used pool has a price.
     pub cost_per_hour: Option<f64>,
+    /// No plan costs less per hour than this (the LP relaxation of cost), when every pool has
+    /// a price: then the planner minimises cost, and this is the bound to compare it with.
+    pub cost_lower_bound_per_hour: Option<f64>,
+    /// Cost per hour of the first-fit-decreasing plan, when every pool has a price.
+    pub first_fit_decreasing_cost_per_hour: Option<f64>,
 }
 
 /// Plans a spec. Returns the plan, or diagnostics explaining why no plan exists.
@@ -179,7 +184,26 @@ pub struct Quality {
 /// When neither gives a plan, first-fit-decreasing with backtracking is the last resort. When nothing fits, re-solve with
 /// the pools' node counts relaxed to name the smallest inventory addition.
 pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
+    plan_traced(spec, catalog, None)
+}
+
+/// [`plan`], writing one line per step (elapsed time, what the step found) to `trace`: how the
+/// benchmark (`GPUPLAN_TRACE=1`) shows where time and quality go. Trace write errors are ignored.
+pub fn plan_traced(
+    spec: &Spec,
+    catalog: &Catalog,
+    mut trace: Option<&mut dyn std::io::Write>,
+) -> Result<Plan, Diagnostics> {
+    let t0 = std::time::Instant::now();
+    macro_rules! tr {
+        ($($a:tt)*) => {
+            if let Some(w) = trace.as_mut() {
+                let _ = writeln!(w, "[{:>8.3} s] {}", t0.elapsed().as_secs_f64(), format_args!($($a)*));
+            }
+        };
+    }
     let problem = problem::build(spec, catalog);
+    tr!("problem: {} models, {} pools", problem.models.len(), problem.pools.len());
     let diags = infeasible::unservable(&problem);
     if diags.has_errors() {
         return Err(diags);
@@ -187,16 +211,26 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let ffd = assign::ffd(&problem);
     let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
     let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
+    tr!("first-fit-decreasing: {ffd_gpus:?} GPUs, cost {ffd_cost:?}");
     let no_pins = milp::Pins::new();
     let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
     let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(&problem));
+    tr!("LP bound: {:.3} GPUs; lower bound {lower_bound} GPUs", relaxed.as_ref().map_or(f64::NAN, |r| r.objective));
     let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
+    // On priced pools the plan minimises cost: its own bound is the LP relaxation of cost, cut
+    // by the GPU bound (every plan uses that many GPUs at least).
+    let cost_bound = problem.unit_price.and_then(|unit| {
+        let r = milp::solve(&problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok()?;
+        tr!("LP cost bound: {:.3} (relative weights)", r.cost);
+        Some((r.cost.max(0.0) * unit * 1e6).round() / 1e6)
+    });
     let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
     let mut solved = milp::solve(&problem, goal, &no_pins);
     // When the search stopped early and rate models are involved, also try the LP relaxation's
     // replica counts rounded (rounding down, then covering the rest with the cheapest device):
     // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
+    tr!("MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
     let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
     if unproven && let Some(relaxed) = &relaxed {
         let pins = round_rates(&problem, relaxed);
@@ -242,21 +276,39 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     let (assignment, method, searched) = match (solved, ffd) {
         (Ok(r), ffd) => {
             let optimal = r.optimal;
-            let decomposed = assign::decompose(&problem, &r.counts, &r.replicas)
-                .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost));
+            // Exactly the optimiser's counts; else its replica choices by backtracking (small
+            // inputs); else its counts with the replicas that find no room placed by first fit.
+            let decomposed = assign::decompose(&problem, &r.counts, &r.replicas, false)
+                .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
+                .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
+            tr!(
+                "decomposition: {:?}",
+                decomposed.as_ref().map(|a| format!(
+                    "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
+                    a.gpus_used(),
+                    a.cost(&problem),
+                    a.repaired
+                ))
+            );
             match (decomposed, ffd) {
                 (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
                     (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
                 }
-                (Some(a), _) => (
-                    a,
-                    if optimal {
+                (Some(a), _) => {
+                    let how = if a.repaired > 0 {
+                        format!(
+                            "placed by the MILP optimiser, except {} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed",
+                            a.repaired
+                        )
+                    } else if optimal && problem.unit_price.is_some() {
+                        "placed by the MILP optimiser; its cost per hour is proven optimal".to_owned()
+                    } else if optimal {
                         "placed by the MILP optimiser; its GPU count is proven optimal".to_owned()
                     } else {
                         "placed by the MILP optimiser; its search stopped at the node limit or, on a large program, within 0.2% of the cost bound".to_owned()
-                    },
-                    false,
-                ),
+                    };
+                    (a, how, false)
+                }
                 (None, Some(f)) => {
                     (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
                 }
@@ -275,7 +327,15 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
     // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
     let ffd_gpus =
         ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));
-    let figures = build::Figures { lower_bound, ffd: ffd_gpus, method };
+    tr!("plan: {} GPUs, cost {:.3}", assignment.gpus_used(), assignment.cost(&problem));
+    let ffd_cost = ffd_cost.or_else(|| searched.then(|| assignment.cost(&problem))).zip(problem.unit_price);
+    let figures = build::Figures {
+        lower_bound,
+        ffd: ffd_gpus,
+        method,
+        cost_lower_bound: cost_bound,
+        ffd_cost: ffd_cost.map(|(c, unit)| c * unit),
+    };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
 }

@@ -195,6 +195,9 @@ pub(crate) struct Problem<'a> {
     pub pools: Vec<PoolCtx<'a>>,
     pub models: Vec<ModelCtx<'a>>,
     pub rename_shared: bool,
+    /// The cheapest pool's cost per GPU-hour when every pool has one (pool weights are
+    /// relative to it), else `None` (the planner then minimises GPUs).
+    pub unit_price: Option<f64>,
 }
 
 /// Builds the problem. Pools whose GPU is unknown to the catalog are skipped (the spec stage
@@ -273,7 +276,8 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();
     model_specs.sort_by(|a, b| a.name.cmp(&b.name));
     let models = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
-    Problem { spec, pools, models, rename_shared: spec.cluster.time_slicing.rename_by_default }
+    let unit_price = (priced && min_cost.is_finite() && min_cost > 0.0).then_some(min_cost);
+    Problem { spec, pools, models, rename_shared: spec.cluster.time_slicing.rename_by_default, unit_price }
 }
 
 /// Profiles the planner may create: one full-size compute instance per GPU instance, no media

@@ -632,6 +632,8 @@ mod tests {
                 one_gpu_per_replica: 0,
                 first_fit_decreasing: None,
                 cost_per_hour: None,
+                cost_lower_bound_per_hour: None,
+                first_fit_decreasing_cost_per_hour: None,
             },
         }
     }

@@ -38,7 +38,14 @@ pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>
     md.push('\n');
     match q.cost_per_hour {
         Some(cost) => {
-            let _ = writeln!(md, "Cost of the GPUs used: **${cost:.2}/h**.\n");
+            let _ = write!(md, "Cost of the GPUs used: **${cost:.2}/h**");
+            if let Some(bound) = q.cost_lower_bound_per_hour {
+                let _ = write!(md, "; no plan costs less than ${bound:.2}/h (the planner minimises cost)");
+            }
+            if let Some(ffd) = q.first_fit_decreasing_cost_per_hour {
+                let _ = write!(md, "; first-fit-decreasing: ${ffd:.2}/h");
+            }
+            md.push_str(".\n\n");
         }
         None => md.push_str("Cost: not every pool used has `costPerGpuHour`.\n\n"),
     }

@@ -1012,6 +1012,11 @@ impl<'a> Checker<'a> {
                 format!("quality says {} GPUs used, the plan uses {used}", q.gpus_used),
             );
         }
+        if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour)
+            && bound > cost + 1e-6
+        {
+            self.push(Kind::Quality, "plan", format!("cost lower bound {bound:.2}/h above the plan's {cost:.2}/h"));
+        }
         if q.lower_bound > q.gpus_used {
             self.push(
                 Kind::Quality,
@@ -1019,7 +1024,16 @@ impl<'a> Checker<'a> {
                 format!("lower bound {} above GPUs used {}", q.lower_bound, q.gpus_used),
             );
         }
-        if let Some(ffd) = q.first_fit_decreasing
+        // On priced pools the plan minimises cost: it may use more (cheaper) GPUs than FFD.
+        if let (Some(cost), Some(ffd_cost)) = (q.cost_per_hour, q.first_fit_decreasing_cost_per_hour) {
+            if cost > ffd_cost + 1e-6 {
+                self.push(
+                    Kind::Quality,
+                    "plan",
+                    format!("the plan costs {cost:.2}/h, first-fit-decreasing only {ffd_cost:.2}/h"),
+                );
+            }
+        } else if let Some(ffd) = q.first_fit_decreasing
             && q.gpus_used > ffd
         {
             self.push(

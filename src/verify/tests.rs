@@ -85,6 +85,8 @@ fn plan_with(
             one_gpu_per_replica: 3,
             first_fit_decreasing: Some(used),
             cost_per_hour: None,
+            cost_lower_bound_per_hour: None,
+            first_fit_decreasing_cost_per_hour: None,
         },
     }
 }

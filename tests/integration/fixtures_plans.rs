@@ -203,6 +203,8 @@ fn quality(used: u32, lower: u32, baseline: u32, cost: Option<f64>) -> Quality {
         one_gpu_per_replica: baseline,
         first_fit_decreasing: Some(used),
         cost_per_hour: cost,
+        cost_lower_bound_per_hour: cost,
+        first_fit_decreasing_cost_per_hour: cost,
     }
 }
 
