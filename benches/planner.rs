@@ -119,9 +119,11 @@ fn child(s: &Scenario) -> ExitCode {
     times.sort();
     let median = times.get(times.len() / 2).copied().unwrap_or(Duration::ZERO);
     // The cheapest GPU-hour: "one GPU" of slack when the objective is cost.
-    let unit_price = spec.pools.iter().filter_map(|p| p.cost_per_gpu_hour).fold(None, |m: Option<f64>, c| {
-        Some(m.map_or(c, |m| m.min(c)))
-    });
+    let unit_price = spec
+        .pools
+        .iter()
+        .filter_map(|p| p.cost_per_gpu_hour)
+        .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.min(c))));
     let mut value = json!({
         "runs": times.len(),
         "median_ms": median.as_secs_f64() * 1e3,

@@ -274,7 +274,7 @@ fn place(
                                     if let Some(x) = c.get_mut(q) {
                                         *x += 1;
                                     }
-                                    if layouts::from_counts(pool.gpu, &pool.profiles, c.clone()).is_some() {
+                                    if pool.fits(&c) {
                                         *counts = c;
                                         tenants.push((q, m));
                                         return true;
@@ -286,7 +286,7 @@ fn place(
                                 if let Some(x) = c.get_mut(q) {
                                     *x = 1;
                                 }
-                                if layouts::from_counts(pool.gpu, &pool.profiles, c.clone()).is_none() {
+                                if !pool.fits(&c) {
                                     return false;
                                 }
                                 *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
@@ -662,7 +662,8 @@ pub(crate) fn decompose(
         }
     }
     // Whole-GPU replicas are on their GPUs, except the deferred ones.
-    a.replicas = replicas.iter().filter(|(k, _)| matches!(k.2, Kind::Whole(_))).map(|(&k, &n)| (k, n)).collect();
+    a.replicas =
+        replicas.iter().filter(|(k, _)| matches!(k.2, Kind::Whole(_))).map(|(&k, &n)| (k, n)).collect();
     for key in &deferred {
         if let Some(n) = a.replicas.get_mut(key) {
             *n -= 1;
@@ -979,7 +980,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                         if let Some(x) = c.get_mut(q) {
                             *x += 1;
                         }
-                        if layouts::from_counts(pool.gpu, &pool.profiles, c.clone()).is_some() {
+                        if pool.fits(&c) {
                             *nc = c;
                             nt.push((q, m));
                             push(1, node, &mut out);
@@ -991,7 +992,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                     if let Some(x) = c.get_mut(q) {
                         *x = 1;
                     }
-                    if layouts::from_counts(pool.gpu, &pool.profiles, c.clone()).is_some() {
+                    if pool.fits(&c) {
                         let mut node = n.clone();
                         node.gpus[gi] = Dev::Mig { counts: c, tenants: vec![(q, m)] };
                         push(2, node, &mut out);

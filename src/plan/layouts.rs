@@ -72,13 +72,18 @@ pub(crate) fn all(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
 }
 
 /// The valid layouts of the usable profiles to which no further usable instance can be added.
+#[cfg(test)]
 pub(crate) fn maximal(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
-    let every = all(gpu, profiles);
+    maximal_of(all(gpu, profiles))
+}
+
+/// The maximal layouts among `every` (all valid layouts of some profiles, from [`all`]).
+pub(crate) fn maximal_of(every: Vec<Layout>) -> Vec<Layout> {
     let valid: std::collections::BTreeSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
     every
         .into_iter()
         .filter(|l| {
-            (0..profiles.len()).all(|q| {
+            (0..l.counts.len()).all(|q| {
                 let mut c = l.counts.clone();
                 c[q] += 1;
                 !valid.contains(&c)

@@ -40,7 +40,12 @@ const LARGE_ABOVE_COLUMNS: usize = 60;
 
 /// Relative gap of large programs: the cost is within 0.2% of the proven bound (well inside
 /// the 2% quality target) instead of within half of the cheapest GPU.
-const LARGE_RELATIVE_GAP: f64 = 0.002;
+pub(crate) const LARGE_RELATIVE_GAP: f64 = 0.002;
+
+/// Whether the program for this problem is *large* (see [`LARGE_ABOVE_COLUMNS`]).
+pub(crate) fn is_large(problem: &Problem<'_>) -> bool {
+    columns(problem).len() > LARGE_ABOVE_COLUMNS
+}
 
 /// What to optimise.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -742,9 +747,9 @@ fn distinct_gpu_cuts(
     for s in subsets {
         let holders: Vec<usize> = (0..layouts.len().min(g.len()))
             .filter(|&l| {
-                opts.iter().enumerate().any(|(i, &(q, _))| {
-                    s & (1 << i) != 0 && layouts[l].counts.get(q).is_some_and(|&c| c > 0)
-                })
+                opts.iter()
+                    .enumerate()
+                    .any(|(i, &(q, _))| s & (1 << i) != 0 && layouts[l].counts.get(q).is_some_and(|&c| c > 0))
             })
             .collect();
         *by_holders.entry(holders).or_insert(0) |= s;

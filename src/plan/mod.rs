@@ -216,17 +216,44 @@ pub fn plan_traced(
     let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
     let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(&problem));
-    tr!("LP bound: {:.3} GPUs; lower bound {lower_bound} GPUs", relaxed.as_ref().map_or(f64::NAN, |r| r.objective));
+    tr!(
+        "LP bound: {:.3} GPUs; lower bound {lower_bound} GPUs",
+        relaxed.as_ref().map_or(f64::NAN, |r| r.objective)
+    );
     let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
     // On priced pools the plan minimises cost: its own bound is the LP relaxation of cost, cut
     // by the GPU bound (every plan uses that many GPUs at least).
-    let cost_bound = problem.unit_price.and_then(|unit| {
-        let r = milp::solve(&problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok()?;
+    let cost_relaxed = problem
+        .unit_price
+        .and_then(|_| milp::solve(&problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok());
+    if let Some(r) = &cost_relaxed {
         tr!("LP cost bound: {:.3} (relative weights)", r.cost);
-        Some((r.cost.max(0.0) * unit * 1e6).round() / 1e6)
-    });
+    }
+    let cost_bound = cost_relaxed
+        .as_ref()
+        .zip(problem.unit_price)
+        .map(|(r, unit)| (r.cost.max(0.0) * unit * 1e6).round() / 1e6);
     let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
-    let mut solved = milp::solve(&problem, goal, &no_pins);
+    // Large programs: first the relaxation's replica choices rounded (what remains is packing,
+    // which the solver does fast); when that is within the large-program gap of the relaxation's
+    // cost, the full program could not do better than its own stopping rule, so it is skipped.
+    let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
+    let rounded = guide.filter(|_| milp::is_large(&problem)).and_then(|lp| {
+        let pins = round_all(&problem, lp);
+        let r = milp::solve(&problem, goal, &pins).ok()?;
+        tr!("MILP on the rounded relaxation: cost {:.3}", r.cost);
+        Some((r, lp.cost))
+    });
+    // Otherwise both results are decomposed and the cheaper plan is kept (counts that cost the
+    // same may lay out differently well).
+    let (mut solved, second) = match rounded {
+        Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + 1e-9 => (Ok(r), None),
+        Some((r, _)) => match milp::solve(&problem, goal, &no_pins) {
+            Ok(full) => (Ok(full), Some(r)),
+            Err(_) => (Ok(r), None),
+        },
+        None => (milp::solve(&problem, goal, &no_pins), None),
+    };
     // When the search stopped early and rate models are involved, also try the LP relaxation's
     // replica counts rounded (rounding down, then covering the rest with the cheapest device):
     // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
@@ -278,9 +305,17 @@ pub fn plan_traced(
             let optimal = r.optimal;
             // Exactly the optimiser's counts; else its replica choices by backtracking (small
             // inputs); else its counts with the replicas that find no room placed by first fit.
-            let decomposed = assign::decompose(&problem, &r.counts, &r.replicas, false)
-                .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
-                .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
+            let lay_out = |r: &milp::MilpResult| {
+                assign::decompose(&problem, &r.counts, &r.replicas, false)
+                    .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
+                    .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true))
+            };
+            let mut decomposed = lay_out(&r);
+            if let Some(other) = second.as_ref().and_then(lay_out)
+                && decomposed.as_ref().is_none_or(|a| other.cost(&problem) < a.cost(&problem) - 1e-9)
+            {
+                decomposed = Some(other);
+            }
             tr!(
                 "decomposition: {:?}",
                 decomposed.as_ref().map(|a| format!(
@@ -305,7 +340,7 @@ pub fn plan_traced(
                     } else if optimal {
                         "placed by the MILP optimiser; its GPU count is proven optimal".to_owned()
                     } else {
-                        "placed by the MILP optimiser; its search stopped at the node limit or, on a large program, within 0.2% of the cost bound".to_owned()
+                        "placed by the MILP optimiser; not proven optimal: its search stopped at the node limit or, on a large program, within 0.2% of the cost bound (or from the relaxation's choices rounded)".to_owned()
                     };
                     (a, how, false)
                 }
@@ -338,6 +373,42 @@ pub fn plan_traced(
     };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// Rounds the LP relaxation's replicas of every single-model column (rate and spread models):
+/// fixed demand by largest remainder (floors, then one more to the largest fractions, ties to
+/// the first option, until the count is met); rate models as in [`round_rates`]. Columns that
+/// aggregate several models stay free.
+fn round_all(problem: &problem::Problem<'_>, relaxed: &milp::MilpResult) -> milp::Pins {
+    let mut pins = round_rates(problem, relaxed);
+    for (mi, mc) in problem.models.iter().enumerate() {
+        let problem::Need::Replicas(n) = mc.need else { continue };
+        let xs: Vec<f64> = mc
+            .options
+            .iter()
+            .map(|o| relaxed.fractional.get(&(mi, o.pool, o.kind)).copied().unwrap_or(f64::NAN))
+            .collect();
+        if xs.iter().any(|x| x.is_nan()) {
+            continue; // an aggregated column: not in `fractional`
+        }
+        let mut counts: Vec<u32> = xs.iter().map(|x| (x + 1e-6).floor().max(0.0) as u32).collect();
+        let mut order: Vec<usize> = (0..xs.len()).collect();
+        order.sort_by(|&a, &b| {
+            let fa = xs[a] - f64::from(counts[a]);
+            let fb = xs[b] - f64::from(counts[b]);
+            fb.total_cmp(&fa).then(a.cmp(&b))
+        });
+        let missing = n.saturating_sub(counts.iter().sum());
+        for &oi in order.iter().cycle().take(missing as usize) {
+            counts[oi] += 1;
+        }
+        for (o, c) in mc.options.iter().zip(counts) {
+            if c > 0 {
+                pins.insert((mi, o.pool, o.kind), c);
+            }
+        }
+    }
+    pins
 }
 
 /// Rounds the LP relaxation's replicas of every rate model: each option's count rounded down,

@@ -117,11 +117,20 @@ pub(crate) struct PoolCtx<'a> {
     pub weight: f64,
     /// Per usable profile, how many instances of it alone fit on one GPU (0 if none).
     pub homogeneous: Vec<u8>,
+    /// Counts per profile of every valid layout of the usable profiles (see [`PoolCtx::fits`]).
+    pub valid: std::collections::HashSet<Vec<u8>>,
 }
 
 impl PoolCtx<'_> {
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// Whether instances with these counts per usable profile form a valid layout: the same
+    /// answer as [`layouts::from_counts`] (both come from `catalog::layout::validate`), without
+    /// placing the instances again (first fit asks this for every GPU it looks at).
+    pub fn fits(&self, counts: &[u8]) -> bool {
+        self.valid.contains(counts)
     }
 
     pub fn capacity_gpus(&self) -> u64 {
@@ -216,7 +225,9 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
         // (not planned yet), so both plan whole and time-sliced GPUs only.
         let profiles =
             if spec.cluster.mig_strategy == MigStrategy::Mixed { usable_profiles(gpu) } else { Vec::new() };
-        let mut layouts = layouts::maximal(gpu, &profiles);
+        let every = layouts::all(gpu, &profiles);
+        let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
+        let mut layouts = layouts::maximal_of(every);
         // Layouts running today are candidates too, so that keeping them is possible.
         for node in &p.current {
             for names in &node.gpus {
@@ -271,6 +282,7 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
             profiles,
             layouts,
             weight,
+            valid,
         });
     }
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();

@@ -1015,7 +1015,11 @@ impl<'a> Checker<'a> {
         if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour)
             && bound > cost + 1e-6
         {
-            self.push(Kind::Quality, "plan", format!("cost lower bound {bound:.2}/h above the plan's {cost:.2}/h"));
+            self.push(
+                Kind::Quality,
+                "plan",
+                format!("cost lower bound {bound:.2}/h above the plan's {cost:.2}/h"),
+            );
         }
         if q.lower_bound > q.gpus_used {
             self.push(
