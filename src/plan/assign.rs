@@ -596,23 +596,14 @@ pub(crate) fn decompose(
         }
         for (&k, &t) in &c.ts {
             for _ in 0..t {
-                // Round robin over the nodes of the class (most free GPUs first), so that
-                // every such node holds one, as `spread: node` replicas need.
-                let slot = (0..used_nodes)
-                    .filter(|&i| class[i] == Some(Some(k)) && pa.nodes[i].gpus.contains(&Dev::Unused))
-                    .max_by(|&x, &y| {
-                        let fx = pa.nodes[x].gpus.iter().filter(|d| **d == Dev::Unused).count();
-                        let fy = pa.nodes[y].gpus.iter().filter(|d| **d == Dev::Unused).count();
-                        fx.cmp(&fy).then(y.cmp(&x))
-                    });
-                let Some(slot) = slot else {
+                // Round robin over the nodes of the class, so that every such node holds one,
+                // as `spread: node` replicas need.
+                let dev = Dev::Ts { k, tenants: Vec::new() };
+                if !deal(&mut pa.nodes[..used_nodes], |i| class[i] == Some(Some(k)), dev) {
                     if !repair {
                         return None;
                     }
                     break; // first fit opens time-sliced GPUs where replicas need them
-                };
-                if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
-                    *d = Dev::Ts { k, tenants: Vec::new() };
                 }
             }
         }
@@ -642,21 +633,12 @@ pub(crate) fn decompose(
         for (l, &g) in left.iter().enumerate() {
             let Some(layout) = pool.layouts.get(l) else { continue };
             for _ in 0..g {
-                let slot = (0..used_nodes)
-                    .filter(|&i| !mig_ts_class[i] && pa.nodes[i].gpus.contains(&Dev::Unused))
-                    .max_by(|&x, &y| {
-                        let fx = pa.nodes[x].gpus.iter().filter(|d| **d == Dev::Unused).count();
-                        let fy = pa.nodes[y].gpus.iter().filter(|d| **d == Dev::Unused).count();
-                        fx.cmp(&fy).then(y.cmp(&x))
-                    });
-                let Some(slot) = slot else {
+                let dev = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
+                if !deal(&mut pa.nodes[..used_nodes], |i| !mig_ts_class[i], dev) {
                     if !repair {
                         return None;
                     }
                     break; // first fit opens MIG GPUs where replicas need them
-                };
-                if let Some(d) = pa.nodes[slot].gpus.iter_mut().find(|d| **d == Dev::Unused) {
-                    *d = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
                 }
             }
         }
@@ -720,6 +702,21 @@ pub(crate) fn decompose(
     }
     trim(problem, &mut a);
     Some(a)
+}
+
+/// Puts `dev` on the first unused GPU of the eligible node with the most unused GPUs (the
+/// lowest index among equals): dealing devices one by one this way spreads them round robin.
+/// Returns whether some eligible node had room.
+fn deal(nodes: &mut [NodeA], eligible: impl Fn(usize) -> bool, dev: Dev) -> bool {
+    let free = |n: &NodeA| n.gpus.iter().filter(|d| **d == Dev::Unused).count();
+    let slot = (0..nodes.len())
+        .filter(|&i| eligible(i) && free(&nodes[i]) > 0)
+        .max_by(|&x, &y| free(&nodes[x]).cmp(&free(&nodes[y])).then(y.cmp(&x)));
+    let Some(d) = slot.and_then(|i| nodes[i].gpus.iter_mut().find(|d| **d == Dev::Unused)) else {
+        return false;
+    };
+    *d = dev;
+    true
 }
 
 /// Replicas the backtracking search handles at most; larger inputs keep the greedy result.

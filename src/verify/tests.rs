@@ -489,6 +489,22 @@ fn rejects_quality_figures_that_disagree_with_the_plan() {
 }
 
 #[test]
+fn priced_quality_is_judged_in_cost() {
+    let (spec, catalog, mut plan) = voice();
+    plan.quality.cost_per_hour = Some(4.8);
+    plan.quality.cost_lower_bound_per_hour = Some(4.8);
+    plan.quality.first_fit_decreasing_cost_per_hour = Some(4.8);
+    // Priced: more GPUs than first fit is fine when the cost is not higher.
+    plan.quality.first_fit_decreasing = Some(1);
+    assert!(check(&spec, &catalog, &plan).is_empty(), "{:?}", check(&spec, &catalog, &plan));
+    plan.quality.first_fit_decreasing_cost_per_hour = Some(2.4);
+    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Quality]));
+    plan.quality.first_fit_decreasing_cost_per_hour = Some(4.8);
+    plan.quality.cost_lower_bound_per_hour = Some(5.0);
+    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Quality]));
+}
+
+#[test]
 fn rejects_tenants_and_pools_the_spec_does_not_know() {
     let (spec, catalog, mut plan) = voice();
     mig_gpu(&mut plan).tenants.push(tenant("ghost", Some(7)));

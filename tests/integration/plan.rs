@@ -815,3 +815,33 @@ fn spread_node_without_enough_free_nodes_is_proven_infeasible_and_named() {
     assert!(text.contains("`m1`"), "{text}");
     assert_eq!(codes(Err(diags)), ["no-feasible-plan"]);
 }
+
+/// Two replicas of a small hardware-isolated model: one A100 (MIG, $2.4/h) or two L4s (whole,
+/// $0.8/h each). On priced pools the planner minimises cost, so it takes two GPUs where one
+/// would do, and reports the cost bound next to the GPU bound.
+#[test]
+fn priced_pools_minimise_cost_and_report_the_cost_bound() {
+    let mut a100 = pool("a100", A100, 1, named(&["a1"]));
+    a100.cost_per_gpu_hour = Some(2.4);
+    let mut l4 = pool("l4", "L4", 2, named(&["l1"]));
+    l4.cost_per_gpu_hour = Some(0.8);
+    let s = spec(vec![a100, l4], vec![model("guard", 9000, 0.1, 2)]);
+    let catalog = catalog();
+    let p = plan(&s, &catalog).expect("plans");
+    let q = &p.quality;
+    assert_eq!((q.gpus_used, q.lower_bound), (2, 1), "{q:?}");
+    assert_eq!(p.models[0].groups[0].pool, "l4");
+    assert_eq!(q.cost_per_hour, Some(1.6));
+    let bound = q.cost_lower_bound_per_hour.expect("priced pools have a cost bound");
+    assert!(bound > 0.8 && bound <= 1.6, "cost bound {bound}");
+    assert!(q.first_fit_decreasing_cost_per_hour.is_some_and(|f| f >= 1.6), "{q:?}");
+    assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
+    // Without prices the same spec minimises GPUs: one A100 cut into MIG instances.
+    let unpriced = spec(
+        vec![pool("a100", A100, 1, named(&["a1"])), pool("l4", "L4", 2, named(&["l1"]))],
+        vec![model("guard", 9000, 0.1, 2)],
+    );
+    let p = plan(&unpriced, &catalog).expect("plans");
+    assert_eq!(p.quality.gpus_used, 1);
+    assert_eq!(p.quality.cost_lower_bound_per_hour, None);
+}
