@@ -263,7 +263,7 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
                 for c in 1..=8u8 {
                     let mut counts = vec![0u8; profiles.len()];
                     counts[q] = c;
-                    if layouts::from_counts(gpu, &profiles, counts).is_some() {
+                    if valid.contains(&counts) {
                         best = c;
                     }
                 }
