@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use gpuplan::catalog::Catalog;
 use gpuplan::diagnostics::{Sources, render};
+use gpuplan::measurements::{parse_csv_checked, to_csv};
 use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, bounds};
-use gpuplan::profiles::{parse_csv_checked, to_csv};
 
 #[test]
 fn valid_measurement_files_parse() {
