@@ -147,6 +147,8 @@ pub fn load_spec_quietly(
         Ok((spec, warnings)) if !problems.has_errors() => Ok(Ok((sources, catalog, spec, warnings))),
         Ok((_, diags)) | Err(diags) => {
             problems.extend(diags);
+            // Advice about a plan (`memory-headroom-margin`) is noise next to errors.
+            problems.0.retain(|d| d.code != crate::diagnostics::codes::MEMORY_HEADROOM_MARGIN);
             problems.sort();
             report(ctx, &sources, &problems)?;
             Ok(Err(Rejected))

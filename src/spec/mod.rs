@@ -5,6 +5,7 @@
 //! milliseconds), defaults applied, and every cross-reference checked — or all the problems found,
 //! as diagnostics. Only [`validate`] builds a `Spec`.
 
+mod headroom;
 pub mod names;
 pub mod units;
 mod validate;
