@@ -166,9 +166,12 @@ pub fn predict_mig_time_sliced_p99_ms(
     predict_p99_ms(baseline_ms * ratio, compute * ratio, &neighbours)
 }
 
-/// Former entry point, kept for callers: [`predict_mig_p99_ms`] with infinity for a refusal.
-pub fn mig_p99_ms(baseline_ms: f64, gpu_sms: u32, instance_sms: u32, compute: f64) -> f64 {
-    predict_mig_p99_ms(baseline_ms, gpu_sms, instance_sms, compute).unwrap_or(f64::INFINITY)
+/// Former entry point, kept with its signature for callers: the MIG stretch at light own load
+/// (`b × S / s`, the law with `ρ_own = 0`), infinity for a refusal. It cannot see the replica's
+/// own load: a caller that knows the replica's `compute` must use [`predict_mig_p99_ms`]
+/// (issue 13, item 8), as the planner does.
+pub fn mig_p99_ms(baseline_ms: f64, gpu_sms: u32, instance_sms: u32) -> f64 {
+    predict_mig_p99_ms(baseline_ms, gpu_sms, instance_sms, 0.0).unwrap_or(f64::INFINITY)
 }
 
 /// Former entry point, kept for callers: [`predict_p99_ms`] with the neighbours' load carried by
@@ -305,14 +308,14 @@ mod tests {
             predict_mig_p99_ms(10.0, 108, 14, 0.129),
             Err(Refusal::TotalLoadAboveRange(_) | Refusal::EffectiveLoadAboveRange(_))
         ));
-        assert_eq!(mig_p99_ms(10.0, 108, 14, 0.129), f64::INFINITY);
+        assert!((mig_p99_ms(10.0, 108, 14) - 10.0 * 108.0 / 14.0).abs() < 1e-9, "stretch alone");
         // A light replica on 3g.40gb (42 SMs): the stretch plus its own queueing.
         let light = predict_mig_p99_ms(40.0, 108, 42, 0.05).expect("in range");
         let stretch = 40.0 * 108.0 / 42.0;
         assert!(light > stretch && light < 1.5 * stretch, "{light}");
         assert_eq!(predict_mig_p99_ms(40.0, 108, 0, 0.0), Err(Refusal::NoSms));
         // Never faster than the whole GPU.
-        assert!((mig_p99_ms(40.0, 98, 108, 0.0) - 40.0).abs() < 1e-9);
+        assert!((mig_p99_ms(40.0, 98, 108) - 40.0).abs() < 1e-9);
     }
 
     #[test]
