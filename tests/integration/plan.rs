@@ -47,7 +47,7 @@ fn spec(pools: Vec<Pool>, models: Vec<Model>) -> Spec {
                 rename_by_default: true,
                 fail_requests_greater_than_one: true,
             },
-            output: OutputOptions { cluster_policy_patch: true, helm_values: true, argocd: None, flux: None },
+            output: OutputOptions { cluster_policy_patch: true, helm_values: true, argocd: None, flux: None, namespaces: true },
         },
         pools,
         models,
