@@ -50,7 +50,8 @@ fn read_tree(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> a
             if entry.metadata()?.len() > MAX_FILE {
                 anyhow::bail!("`{}` is larger than {MAX_FILE} bytes", path.display());
             }
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read `{}`", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read `{}`", path.display()))?;
             let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
             files.insert(rel, text);
         }
@@ -76,7 +77,8 @@ pub fn run(ctx: &Ctx, args: &SimulateArgs) -> anyhow::Result<ExitStatus> {
             if report.problems.len() > 20 {
                 ctx.err(&format!("… and {} more problems", report.problems.len() - 20))?;
             }
-            let verdict = if report.ok() { "every pod placed, every rollout completed" } else { "PROBLEMS FOUND" };
+            let verdict =
+                if report.ok() { "every pod placed, every rollout completed" } else { "PROBLEMS FOUND" };
             ctx.status(&format!(
                 "simulated {} pods of {} Deployments on {} nodes: {} arrival orders, {} rollouts: {verdict}",
                 report.pods, report.deployments, report.nodes, report.orders, report.rollouts

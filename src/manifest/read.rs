@@ -690,7 +690,11 @@ impl Reader {
         let image_pull_secrets = self.opt(&o, "imagePullSecrets", |r, n| r.strings(n, "Secret names"));
         let value_from = self.opt(&o, "valueFrom", |r, n| {
             let Value::Map(entries) = &n.value else {
-                r.wrong_type(n, "a mapping (`valueFrom`)", "write `NAME: { secret: SECRET, key: KEY }` pairs");
+                r.wrong_type(
+                    n,
+                    "a mapping (`valueFrom`)",
+                    "write `NAME: { secret: SECRET, key: KEY }` pairs",
+                );
                 return None;
             };
             let mut out = Vec::new();
@@ -771,7 +775,11 @@ impl Reader {
     /// `cpu`/`memory` → quantity; numbers are kept as text (`cpu: 2`).
     fn quantity_map(&mut self, node: &Node, what: &str) -> Option<SpMap<Sp<String>>> {
         let Value::Map(entries) = &node.value else {
-            self.wrong_type(node, &format!("a mapping ({what})"), format!("write {what} as `cpu: \"1\"`, `memory: 8Gi`"));
+            self.wrong_type(
+                node,
+                &format!("a mapping ({what})"),
+                format!("write {what} as `cpu: \"1\"`, `memory: 8Gi`"),
+            );
             return None;
         };
         let mut out = Vec::new();

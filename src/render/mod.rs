@@ -131,10 +131,20 @@ pub fn render(
     put(&mut files, paths::DEVICE_PLUGIN, nvidia::device_plugin_configmap(spec, plan), &mut diags);
     let mut operator = vec![paths::MIG_PARTED, paths::DEVICE_PLUGIN];
     if namespaces {
-        put(&mut files, paths::OPERATOR_NAMESPACE, gitops::namespace(spec, &spec.cluster.operator_namespace), &mut diags);
+        put(
+            &mut files,
+            paths::OPERATOR_NAMESPACE,
+            gitops::namespace(spec, &spec.cluster.operator_namespace),
+            &mut diags,
+        );
         operator.insert(0, paths::OPERATOR_NAMESPACE);
     }
-    put(&mut files, paths::OPERATOR_KUSTOMIZATION, gitops::kustomization("gpu-operator", &operator), &mut diags);
+    put(
+        &mut files,
+        paths::OPERATOR_KUSTOMIZATION,
+        gitops::kustomization("gpu-operator", &operator),
+        &mut diags,
+    );
     if spec.cluster.output.cluster_policy_patch {
         put(&mut files, paths::CLUSTER_POLICY, nvidia::cluster_policy_patch(spec), &mut diags);
     }
@@ -144,15 +154,34 @@ pub fn render(
 
     match nodes::render(spec, plan) {
         Ok(node_files) => {
-            let listed = |path: &'static str| if node_files.contains_key(path) { vec![path] } else { Vec::new() };
-            put(&mut files, paths::NODES_GUARD_KUSTOMIZATION, gitops::kustomization("nodes/guard", &[paths::NODES_GUARD]), &mut diags);
-            put(&mut files, paths::NODE_LABELS_KUSTOMIZATION, gitops::kustomization("nodes/labels", &listed(paths::NODE_LABELS)), &mut diags);
-            put(&mut files, paths::NODE_DRAIN_KUSTOMIZATION, gitops::kustomization("nodes/drain", &listed(paths::NODE_DRAIN)), &mut diags);
+            let listed =
+                |path: &'static str| if node_files.contains_key(path) { vec![path] } else { Vec::new() };
+            put(
+                &mut files,
+                paths::NODES_GUARD_KUSTOMIZATION,
+                gitops::kustomization("nodes/guard", &[paths::NODES_GUARD]),
+                &mut diags,
+            );
+            put(
+                &mut files,
+                paths::NODE_LABELS_KUSTOMIZATION,
+                gitops::kustomization("nodes/labels", &listed(paths::NODE_LABELS)),
+                &mut diags,
+            );
+            put(
+                &mut files,
+                paths::NODE_DRAIN_KUSTOMIZATION,
+                gitops::kustomization("nodes/drain", &listed(paths::NODE_DRAIN)),
+                &mut diags,
+            );
             // `nodes/drain` is deliberately not listed: it is synced by hand after the drain.
             put(
                 &mut files,
                 paths::NODES_KUSTOMIZATION,
-                gitops::kustomization("nodes", &[paths::NODES_GUARD_KUSTOMIZATION, paths::NODE_LABELS_KUSTOMIZATION]),
+                gitops::kustomization(
+                    "nodes",
+                    &[paths::NODES_GUARD_KUSTOMIZATION, paths::NODE_LABELS_KUSTOMIZATION],
+                ),
                 &mut diags,
             );
             files.extend(node_files);
@@ -165,7 +194,12 @@ pub fn render(
             let mut resources: Vec<&str> = Vec::new();
             let workloads_namespace = namespaces && spec.cluster.namespace != spec.cluster.operator_namespace;
             if workloads_namespace {
-                put(&mut files, paths::WORKLOADS_NAMESPACE, gitops::namespace(spec, &spec.cluster.namespace), &mut diags);
+                put(
+                    &mut files,
+                    paths::WORKLOADS_NAMESPACE,
+                    gitops::namespace(spec, &spec.cluster.namespace),
+                    &mut diags,
+                );
                 resources.push(paths::WORKLOADS_NAMESPACE);
             }
             resources.extend(workload_files.iter().filter(|(_, t)| !t.is_empty()).map(|(p, _)| p.as_str()));

@@ -80,7 +80,8 @@ pub fn deployment_name(model: &str, groups: &[ReplicaGroup], index: usize) -> St
         .nodes
         .iter()
         .map(|node| {
-            let several = groups.iter().filter(|g| g.pool == group.pool && g.nodes.contains(node)).count() > 1;
+            let several =
+                groups.iter().filter(|g| g.pool == group.pool && g.nodes.contains(node)).count() > 1;
             if several {
                 unit_name(&[model, node, &resource_slug(&group.resource)])
             } else {

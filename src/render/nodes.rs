@@ -101,7 +101,10 @@ fn autoscaler_tags(
         tags.insert(format!("{PREFIX}/label/{k}"), v.clone());
     }
     for t in taints {
-        tags.insert(format!("{PREFIX}/taint/{}", t.key), format!("{}:{}", t.value.clone().unwrap_or_default(), t.effect));
+        tags.insert(
+            format!("{PREFIX}/taint/{}", t.key),
+            format!("{}:{}", t.value.clone().unwrap_or_default(), t.effect),
+        );
     }
     for (r, n) in resources {
         tags.insert(format!("{PREFIX}/resources/{r}"), n.to_string());
@@ -131,7 +134,11 @@ pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diag
             .map(|p| {
                 p.taints
                     .iter()
-                    .map(|t| TaintOut { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone() })
+                    .map(|t| TaintOut {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                    })
                     .collect()
             })
             .unwrap_or_default();

@@ -386,7 +386,8 @@ pub fn units(spec: &Spec, plan: &Plan, model: &ModelPlan) -> Result<Vec<Unit>, D
                         .push(node.name.clone());
                     continue;
                 }
-                let used: u32 = usage.iter().filter(|((_, r), _)| r == resource).map(|(_, (n, p))| n * p).sum();
+                let used: u32 =
+                    usage.iter().filter(|((_, r), _)| r == resource).map(|(_, (n, p))| n * p).sum();
                 let name = if mine.len() == 1 {
                     unit_name(&[&model.name, &node.name])
                 } else {

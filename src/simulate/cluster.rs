@@ -53,7 +53,9 @@ fn docs(text: &str) -> Result<Vec<Value>, String> {
 fn str_map(v: &Value) -> BTreeMap<String, String> {
     v.as_object()
         .map(|m| {
-            m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect()
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .collect()
         })
         .unwrap_or_default()
 }
@@ -126,7 +128,8 @@ fn allocatable(
                     }
                 }
                 "single" => {
-                    *physical.entry("nvidia.com/gpu".to_owned()).or_default() += devices.values().sum::<u64>();
+                    *physical.entry("nvidia.com/gpu".to_owned()).or_default() +=
+                        devices.values().sum::<u64>();
                 }
                 // `none`: MIG devices are not advertised.
                 _ => {}
@@ -151,10 +154,9 @@ pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
     let mig = configmap_data(files, "gpu-operator/mig-parted-config.yaml")?;
     let mig_configs = mig.get("config.yaml").map(|c| c["mig-configs"].clone()).unwrap_or(Value::Null);
     let plugin = configmap_data(files, "gpu-operator/device-plugin-config.yaml")?;
-    let inventory: Vec<Value> = serde_json::from_str(
-        files.get("nodes/nodes.json").ok_or("the bundle has no `nodes/nodes.json`")?,
-    )
-    .map_err(|e| format!("`nodes/nodes.json`: {e}"))?;
+    let inventory: Vec<Value> =
+        serde_json::from_str(files.get("nodes/nodes.json").ok_or("the bundle has no `nodes/nodes.json`")?)
+            .map_err(|e| format!("`nodes/nodes.json`: {e}"))?;
 
     // Labels the Node patches set, by node name (held-back patches included: after the drain).
     let mut patched: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
@@ -170,8 +172,10 @@ pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
     }
     let make = |name: String, gpus: u32, mut labels: BTreeMap<String, String>, taints: Vec<Taint>| {
         labels.insert("kubernetes.io/hostname".to_owned(), name.clone());
-        let mig_name = labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| "all-disabled".to_owned());
-        let plugin_name = labels.get("nvidia.com/device-plugin.config").cloned().unwrap_or_else(|| "default".to_owned());
+        let mig_name =
+            labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| "all-disabled".to_owned());
+        let plugin_name =
+            labels.get("nvidia.com/device-plugin.config").cloned().unwrap_or_else(|| "default".to_owned());
         let allocatable = allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name));
         Node { name, labels, taints, allocatable }
     };
@@ -209,7 +213,12 @@ pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
             }
             labels.extend(str_map(&group["labels"]));
             for i in 0..count {
-                nodes.push(make(format!("{pool}-group{g}-{i}"), gpus, labels.clone(), taints(&group["taints"])));
+                nodes.push(make(
+                    format!("{pool}-group{g}-{i}"),
+                    gpus,
+                    labels.clone(),
+                    taints(&group["taints"]),
+                ));
             }
         }
     }

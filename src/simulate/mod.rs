@@ -136,11 +136,13 @@ pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
         first.extend(pods.iter().rev().copied().filter(|&p| p != i));
         orders.push((format!("`{}` first", w.name), first));
     }
-    let mut models: Vec<&str> = workloads.iter().filter_map(|w| w.labels.get("app.kubernetes.io/name")).map(String::as_str).collect();
+    let mut models: Vec<&str> =
+        workloads.iter().filter_map(|w| w.labels.get("app.kubernetes.io/name")).map(String::as_str).collect();
     models.sort_unstable();
     models.dedup();
     for m in &models {
-        let of = |p: &usize| workloads[*p].labels.get("app.kubernetes.io/name").map(String::as_str) == Some(*m);
+        let of =
+            |p: &usize| workloads[*p].labels.get("app.kubernetes.io/name").map(String::as_str) == Some(*m);
         let mut first: Vec<usize> = interleaved.iter().copied().filter(of).collect();
         first.extend(interleaved.iter().copied().filter(|p| !of(p)));
         orders.push((format!("model `{m}` first"), first));
@@ -156,8 +158,11 @@ pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
     let hurtful = pods.len() * nodes.len() <= 20_000;
     let mut placed_once: Option<State> = None;
     for (i, (name, order)) in orders.iter().enumerate() {
-        let choices: &[Choice] =
-            if hurtful { &[Choice::First, Choice::Last, Choice::Random, Choice::Hurtful] } else { &[Choice::First, Choice::Last, Choice::Random] };
+        let choices: &[Choice] = if hurtful {
+            &[Choice::First, Choice::Last, Choice::Random, Choice::Hurtful]
+        } else {
+            &[Choice::First, Choice::Last, Choice::Random]
+        };
         for (c, &choice) in choices.iter().enumerate() {
             // Structured orders meet every adversary; random ones one each, in turn.
             if i >= 3 + workloads.len() + models.len() && c != i % choices.len() {
@@ -197,7 +202,11 @@ pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
         for (i, w) in workloads.iter().enumerate() {
             report.rollouts += 1;
             if let Err(message) = rollout(&nodes, &workloads, state.clone(), &[i], options.seed) {
-                report.problems.push(Problem { kind: "rollout-stuck", scenario: format!("rollout of `{}`", w.name), message });
+                report.problems.push(Problem {
+                    kind: "rollout-stuck",
+                    scenario: format!("rollout of `{}`", w.name),
+                    message,
+                });
             }
         }
         report.rollouts += 1;
@@ -236,7 +245,10 @@ fn pick(
             for &n in feasible {
                 let mut trial = state.clone();
                 trial.placed.push(Placed { workload: w, node: n, revision: 0 });
-                let alive = distinct.iter().filter(|&&p| !feasible_nodes(nodes, workloads, &trial, p).is_empty()).count();
+                let alive = distinct
+                    .iter()
+                    .filter(|&&p| !feasible_nodes(nodes, workloads, &trial, p).is_empty())
+                    .count();
                 if alive < worst.0 {
                     worst = (alive, n);
                 }
@@ -257,7 +269,13 @@ fn describe(nodes: &[Node], workloads: &[Workload], state: &State) -> String {
 
 /// Rolls `which` Deployments to a new revision at once, as the Deployment controller does;
 /// fails when no Deployment can take a step and some are not done.
-fn rollout(nodes: &[Node], workloads: &[Workload], mut state: State, which: &[usize], seed: u64) -> Result<(), String> {
+fn rollout(
+    nodes: &[Node],
+    workloads: &[Workload],
+    mut state: State,
+    which: &[usize],
+    seed: u64,
+) -> Result<(), String> {
     let mut rng = Rng::new(seed ^ 0xA5A5);
     let mut pending: BTreeMap<usize, u32> = which.iter().map(|&w| (w, 0)).collect();
     let count = |state: &State, w: usize, revision: u8| {
@@ -332,6 +350,9 @@ mod tests {
     #[test]
     fn the_generator_is_deterministic() {
         let (mut a, mut b) = (Rng::new(7), Rng::new(7));
-        assert_eq!((0..5).map(|_| a.next()).collect::<Vec<_>>(), (0..5).map(|_| b.next()).collect::<Vec<_>>());
+        assert_eq!(
+            (0..5).map(|_| a.next()).collect::<Vec<_>>(),
+            (0..5).map(|_| b.next()).collect::<Vec<_>>()
+        );
     }
 }

@@ -59,9 +59,10 @@ fn expression_matches(labels: &BTreeMap<String, String>, e: &Value) -> bool {
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
         "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) =
-                (value.and_then(|v| v.parse::<i64>().ok()), values.first().and_then(|b| b.parse::<i64>().ok()))
-            else {
+            let (Some(v), Some(bound)) = (
+                value.and_then(|v| v.parse::<i64>().ok()),
+                values.first().and_then(|b| b.parse::<i64>().ok()),
+            ) else {
                 return false;
             };
             if e["operator"] == "Gt" { v > bound } else { v < bound }
@@ -81,7 +82,11 @@ pub fn node_affinity_matches(template: &Value, node: &Node) -> bool {
     let terms = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
     match terms.as_array() {
         Some(terms) if !terms.is_empty() => terms.iter().any(|t| {
-            t["matchExpressions"].as_array().into_iter().flatten().all(|e| expression_matches(&node.labels, e))
+            t["matchExpressions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|e| expression_matches(&node.labels, e))
                 && t["matchFields"].as_array().into_iter().flatten().all(|e| {
                     let fields = BTreeMap::from([("metadata.name".to_owned(), node.name.clone())]);
                     expression_matches(&fields, e)
@@ -186,15 +191,22 @@ fn pod_affinity_ok(nodes: &[Node], workloads: &[Workload], state: &State, w: usi
         v[kind]["requiredDuringSchedulingIgnoredDuringExecution"].as_array().cloned().unwrap_or_default()
     };
     let matches_term = |term: &Value, other: &Workload, owner_ns: &str| {
-        let namespaces: Vec<&str> = term["namespaces"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        let ns_ok = if namespaces.is_empty() { other.namespace == owner_ns } else { namespaces.contains(&other.namespace.as_str()) };
+        let namespaces: Vec<&str> =
+            term["namespaces"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let ns_ok = if namespaces.is_empty() {
+            other.namespace == owner_ns
+        } else {
+            namespaces.contains(&other.namespace.as_str())
+        };
         ns_ok && labels_match_selector(&other.labels, &term["labelSelector"])
     };
     for term in required("podAffinity", spec) {
         let key = term["topologyKey"].as_str().unwrap_or_default();
-        let any_match = state.placed.iter().any(|p| matches_term(&term, &workloads[p.workload], &workload.namespace));
+        let any_match =
+            state.placed.iter().any(|p| matches_term(&term, &workloads[p.workload], &workload.namespace));
         let near = state.placed.iter().any(|p| {
-            in_same_domain(nodes, p.node, n, key) && matches_term(&term, &workloads[p.workload], &workload.namespace)
+            in_same_domain(nodes, p.node, n, key)
+                && matches_term(&term, &workloads[p.workload], &workload.namespace)
         });
         // The first pod of a group that selects itself may go anywhere (interpodaffinity).
         if !near && (any_match || !matches_term(&term, workload, &workload.namespace)) {
@@ -204,7 +216,8 @@ fn pod_affinity_ok(nodes: &[Node], workloads: &[Workload], state: &State, w: usi
     for term in required("podAntiAffinity", spec) {
         let key = term["topologyKey"].as_str().unwrap_or_default();
         if state.placed.iter().any(|p| {
-            in_same_domain(nodes, p.node, n, key) && matches_term(&term, &workloads[p.workload], &workload.namespace)
+            in_same_domain(nodes, p.node, n, key)
+                && matches_term(&term, &workloads[p.workload], &workload.namespace)
         }) {
             return false;
         }
@@ -236,7 +249,11 @@ mod tests {
         Node {
             name: name.into(),
             labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
-            taints: vec![Taint { key: "nvidia.com/gpu".into(), value: String::new(), effect: "NoSchedule".into() }],
+            taints: vec![Taint {
+                key: "nvidia.com/gpu".into(),
+                value: String::new(),
+                effect: "NoSchedule".into(),
+            }],
             allocatable: BTreeMap::from([("nvidia.com/gpu".to_owned(), gpus)]),
         }
     }

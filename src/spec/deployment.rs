@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::names;
 use super::Port;
+use super::names;
 use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes};
 use crate::manifest::{self as raw, Sp};
 
@@ -24,8 +24,9 @@ pub const NIM_READY_PATH: &str = "/v1/health/ready";
 /// The NVIDIA NIM liveness endpoint.
 pub const NIM_LIVE_PATH: &str = "/v1/health/live";
 
-/// How a model's Deployments run, defaults applied.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// How a model's Deployments run, defaults applied. `Default` is the built-in default of a
+/// model without ports (requests and limits set, no probes).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Deployment {
     /// Container requests (`cpu`, `memory`), as Kubernetes quantities.
@@ -43,6 +44,24 @@ pub struct Deployment {
     /// Rolling-update override; `None` lets the renderer derive it from the plan.
     pub strategy: Option<Strategy>,
     pub disruption_budget: Budget,
+}
+
+impl Default for Deployment {
+    fn default() -> Self {
+        Self {
+            requests: DEFAULT_REQUESTS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            limits: DEFAULT_LIMITS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            readiness: None,
+            liveness: None,
+            startup: None,
+            image_pull_secrets: Vec::new(),
+            value_from: BTreeMap::new(),
+            service_account_name: None,
+            model_cache: None,
+            strategy: None,
+            disruption_budget: Budget::default(),
+        }
+    }
 }
 
 /// A probe of the model's container.
@@ -122,7 +141,9 @@ fn invalid_opt(diags: &mut Diagnostics, span: Option<&Span>, message: String, he
 }
 
 fn invalid(diags: &mut Diagnostics, span: &Span, message: String, help: &str) {
-    diags.push(Diagnostic::error(codes::INVALID_VALUE, message).at(span.clone(), "invalid here").with_help(help));
+    diags.push(
+        Diagnostic::error(codes::INVALID_VALUE, message).at(span.clone(), "invalid here").with_help(help),
+    );
 }
 
 /// Parses `1` or `25%`.
@@ -162,9 +183,12 @@ fn quantities(
     for (k, v) in map.iter().flat_map(|m| m.0.iter()) {
         if k.value != "cpu" && k.value != "memory" && k.value != "ephemeral-storage" {
             diags.push(
-                Diagnostic::error(codes::UNKNOWN_FIELD, format!("unknown resource `{}` in `{what}`", k.value))
-                    .at(k.span.clone(), "not a container resource gpuplan sets")
-                    .with_help("give `cpu`, `memory` or `ephemeral-storage`; GPUs come from the plan"),
+                Diagnostic::error(
+                    codes::UNKNOWN_FIELD,
+                    format!("unknown resource `{}` in `{what}`", k.value),
+                )
+                .at(k.span.clone(), "not a container resource gpuplan sets")
+                .with_help("give `cpu`, `memory` or `ephemeral-storage`; GPUs come from the plan"),
             );
             continue;
         }
@@ -186,7 +210,12 @@ fn count(diags: &mut Diagnostics, v: Option<&Sp<i128>>, default: u32, min: i128,
         None => default,
         Some(v) if (min..=max).contains(&v.value) => u32::try_from(v.value).unwrap_or(default),
         Some(v) => {
-            invalid(diags, &v.span, format!("`{}` is out of range", v.value), &format!("give {min} to {max}"));
+            invalid(
+                diags,
+                &v.span,
+                format!("`{}` is out of range", v.value),
+                &format!("give {min} to {max}"),
+            );
             default
         }
     }
@@ -232,8 +261,15 @@ fn probe(
         None => http.or(first_tcp)?.name.clone(),
     };
     let explicit_path = pick(|p| p.path.is_some()).and_then(|p| p.path.clone());
-    if let Some(p) = explicit_path.as_ref().filter(|p| !p.value.starts_with('/') || p.value.contains(char::is_whitespace)) {
-        invalid(diags, &p.span, format!("`{}` is not an HTTP path", p.value), "start the path with `/`, no spaces");
+    if let Some(p) =
+        explicit_path.as_ref().filter(|p| !p.value.starts_with('/') || p.value.contains(char::is_whitespace))
+    {
+        invalid(
+            diags,
+            &p.span,
+            format!("`{}` is not an HTTP path", p.value),
+            "start the path with `/`, no spaces",
+        );
     }
     let path = match explicit_path {
         Some(p) => Some(p.value),
@@ -262,9 +298,12 @@ fn object_name(diags: &mut Diagnostics, name: &Sp<String>, what: &str) -> bool {
         Ok(()) => true,
         Err(rule) => {
             diags.push(
-                Diagnostic::error(codes::INVALID_NAME, format!("`{}` is not a valid {what} name: {rule}", name.value))
-                    .at(name.span.clone(), "not a Kubernetes object name")
-                    .with_help("use lowercase letters, digits, `-` and `.`"),
+                Diagnostic::error(
+                    codes::INVALID_NAME,
+                    format!("`{}` is not a valid {what} name: {rule}", name.value),
+                )
+                .at(name.span.clone(), "not a Kubernetes object name")
+                .with_help("use lowercase letters, digits, `-` and `.`"),
             );
             false
         }
@@ -274,7 +313,12 @@ fn object_name(diags: &mut Diagnostics, name: &Sp<String>, what: &str) -> bool {
 fn int_or_percent_at(diags: &mut Diagnostics, v: &Sp<String>) -> Option<IntOrPercent> {
     let parsed = int_or_percent(&v.value);
     if parsed.is_none() {
-        invalid(diags, &v.span, format!("`{}` is not a count or a percentage", v.value), "write `1` or `25%`");
+        invalid(
+            diags,
+            &v.span,
+            format!("`{}` is not a count or a percentage", v.value),
+            "write `1` or `25%`",
+        );
     }
     parsed
 }
@@ -293,10 +337,8 @@ pub fn validate(
     defaults: Option<&raw::DeploymentSettings>,
     ports: &[Port],
 ) -> Deployment {
-    let mut out = Deployment::default();
     // Resources: built-in, then defaults, then the model's, per key.
-    out.requests = DEFAULT_REQUESTS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    out.limits = DEFAULT_LIMITS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let mut out = Deployment::default();
     for layer in [defaults, model].into_iter().flatten() {
         if let Some(r) = &layer.resources {
             quantities(diags, &mut out.requests, r.requests.as_ref(), "requests");
@@ -316,11 +358,31 @@ pub fn validate(
         l.and_then(|d| d.probes.as_ref())
     }
     let (mp, dp) = (probes(model), probes(defaults));
-    out.readiness = probe(diags, "readiness", mp.and_then(|p| p.readiness.as_ref()), dp.and_then(|p| p.readiness.as_ref()), ports);
-    out.liveness = probe(diags, "liveness", mp.and_then(|p| p.liveness.as_ref()), dp.and_then(|p| p.liveness.as_ref()), ports);
-    out.startup = probe(diags, "startup", mp.and_then(|p| p.startup.as_ref()), dp.and_then(|p| p.startup.as_ref()), ports);
+    out.readiness = probe(
+        diags,
+        "readiness",
+        mp.and_then(|p| p.readiness.as_ref()),
+        dp.and_then(|p| p.readiness.as_ref()),
+        ports,
+    );
+    out.liveness = probe(
+        diags,
+        "liveness",
+        mp.and_then(|p| p.liveness.as_ref()),
+        dp.and_then(|p| p.liveness.as_ref()),
+        ports,
+    );
+    out.startup = probe(
+        diags,
+        "startup",
+        mp.and_then(|p| p.startup.as_ref()),
+        dp.and_then(|p| p.startup.as_ref()),
+        ports,
+    );
 
-    let secrets = model.and_then(|d| d.image_pull_secrets.as_ref()).or_else(|| defaults.and_then(|d| d.image_pull_secrets.as_ref()));
+    let secrets = model
+        .and_then(|d| d.image_pull_secrets.as_ref())
+        .or_else(|| defaults.and_then(|d| d.image_pull_secrets.as_ref()));
     for s in secrets.into_iter().flatten() {
         if object_name(diags, s, "Secret") && !out.image_pull_secrets.contains(&s.value) {
             out.image_pull_secrets.push(s.value.clone());
@@ -331,9 +393,12 @@ pub fn validate(
         for (env, v) in layer.value_from.iter().flat_map(|m| m.0.iter()) {
             if let Err(rule) = names::env_name(&env.value) {
                 diags.push(
-                    Diagnostic::error(codes::INVALID_NAME, format!("`{}` is not an environment variable name: {rule}", env.value))
-                        .at(env.span.clone(), "not a variable name")
-                        .with_help("use letters, digits and `_`, not starting with a digit"),
+                    Diagnostic::error(
+                        codes::INVALID_NAME,
+                        format!("`{}` is not an environment variable name: {rule}", env.value),
+                    )
+                    .at(env.span.clone(), "not a variable name")
+                    .with_help("use letters, digits and `_`, not starting with a digit"),
                 );
                 continue;
             }
@@ -342,15 +407,27 @@ pub fn validate(
                 (None, Some(c)) => (ValueSource::ConfigMap, c),
                 _ => {
                     let span = v.span.clone().unwrap_or_else(|| env.span.clone());
-                    invalid(diags, &span, format!("`{}` needs exactly one of `secret` and `configMap`", env.value), "give `secret: NAME` or `configMap: NAME`");
+                    invalid(
+                        diags,
+                        &span,
+                        format!("`{}` needs exactly one of `secret` and `configMap`", env.value),
+                        "give `secret: NAME` or `configMap: NAME`",
+                    );
                     continue;
                 }
             };
             if !object_name(diags, name, "Secret or ConfigMap") {
                 continue;
             }
-            if names::dns_subdomain(&v.key.value.to_ascii_lowercase()).is_err() && !v.key.value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
-                invalid(diags, &v.key.span, format!("`{}` is not a valid key", v.key.value), "use letters, digits, `-`, `_` and `.`");
+            if names::dns_subdomain(&v.key.value.to_ascii_lowercase()).is_err()
+                && !v.key.value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            {
+                invalid(
+                    diags,
+                    &v.key.span,
+                    format!("`{}` is not a valid key", v.key.value),
+                    "use letters, digits, `-`, `_` and `.`",
+                );
                 continue;
             }
             out.value_from.insert(
@@ -365,16 +442,24 @@ pub fn validate(
         }
     }
 
-    let account = model.and_then(|d| d.service_account_name.as_ref()).or_else(|| defaults.and_then(|d| d.service_account_name.as_ref()));
+    let account = model
+        .and_then(|d| d.service_account_name.as_ref())
+        .or_else(|| defaults.and_then(|d| d.service_account_name.as_ref()));
     if let Some(a) = account.filter(|a| object_name(diags, a, "ServiceAccount")) {
         out.service_account_name = Some(a.value.clone());
     }
 
-    let cache = model.and_then(|d| d.model_cache.as_ref()).or_else(|| defaults.and_then(|d| d.model_cache.as_ref()));
+    let cache =
+        model.and_then(|d| d.model_cache.as_ref()).or_else(|| defaults.and_then(|d| d.model_cache.as_ref()));
     if let Some(c) = cache {
         let mut ok = true;
         if !c.mount_path.value.starts_with('/') || c.mount_path.value.contains(':') {
-            invalid(diags, &c.mount_path.span, format!("`{}` is not an absolute path", c.mount_path.value), "write a path such as `/opt/nim/.cache`");
+            invalid(
+                diags,
+                &c.mount_path.span,
+                format!("`{}` is not an absolute path", c.mount_path.value),
+                "write a path such as `/opt/nim/.cache`",
+            );
             ok = false;
         }
         if let Some(claim) = &c.claim_name {
@@ -382,7 +467,12 @@ pub fn validate(
         }
         if let Some(size) = &c.size_limit {
             if !is_quantity(&size.value) {
-                invalid(diags, &size.span, format!("`{}` is not a Kubernetes quantity", size.value), "write a size such as `100Gi`");
+                invalid(
+                    diags,
+                    &size.span,
+                    format!("`{}` is not a Kubernetes quantity", size.value),
+                    "write a size such as `100Gi`",
+                );
                 ok = false;
             }
         }
@@ -395,22 +485,35 @@ pub fn validate(
         }
     }
 
-    let strategy = model.and_then(|d| d.strategy.as_ref()).or_else(|| defaults.and_then(|d| d.strategy.as_ref()));
+    let strategy =
+        model.and_then(|d| d.strategy.as_ref()).or_else(|| defaults.and_then(|d| d.strategy.as_ref()));
     if let Some(s) = strategy {
         let surge = s.max_surge.as_ref().map(|v| int_or_percent_at(diags, v));
         let unavailable = s.max_unavailable.as_ref().map(|v| int_or_percent_at(diags, v));
         if let (Some(Some(surge)), Some(Some(unavailable))) = (surge.clone(), unavailable.clone()) {
             if is_zero(&surge) && is_zero(&unavailable) {
-                invalid_opt(diags, s.span.as_ref(), "`maxSurge` and `maxUnavailable` cannot both be 0".to_owned(), "allow one pod of surge or of unavailability");
+                invalid_opt(
+                    diags,
+                    s.span.as_ref(),
+                    "`maxSurge` and `maxUnavailable` cannot both be 0".to_owned(),
+                    "allow one pod of surge or of unavailability",
+                );
             } else {
                 out.strategy = Some(Strategy { max_surge: surge, max_unavailable: unavailable });
             }
         } else if surge.is_none() || unavailable.is_none() {
-            invalid_opt(diags, s.span.as_ref(), "`strategy` needs both `maxSurge` and `maxUnavailable`".to_owned(), "give both, for example `maxSurge: 1, maxUnavailable: 0`");
+            invalid_opt(
+                diags,
+                s.span.as_ref(),
+                "`strategy` needs both `maxSurge` and `maxUnavailable`".to_owned(),
+                "give both, for example `maxSurge: 1, maxUnavailable: 0`",
+            );
         }
     }
 
-    let budget = model.and_then(|d| d.disruption_budget.as_ref()).or_else(|| defaults.and_then(|d| d.disruption_budget.as_ref()));
+    let budget = model
+        .and_then(|d| d.disruption_budget.as_ref())
+        .or_else(|| defaults.and_then(|d| d.disruption_budget.as_ref()));
     if let Some(b) = budget {
         match (&b.max_unavailable, &b.min_available) {
             (Some(v), None) => {
@@ -424,7 +527,12 @@ pub fn validate(
                 }
             }
             _ => {
-                invalid_opt(diags, b.span.as_ref(), "`disruptionBudget` needs exactly one of `maxUnavailable` and `minAvailable`".to_owned(), "give one of them");
+                invalid_opt(
+                    diags,
+                    b.span.as_ref(),
+                    "`disruptionBudget` needs exactly one of `maxUnavailable` and `minAvailable`".to_owned(),
+                    "give one of them",
+                );
             }
         }
     }

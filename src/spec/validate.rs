@@ -939,8 +939,12 @@ impl<'c> Validator<'c> {
                 .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
             );
         }
-        let deployment =
-            super::deployment::validate(&mut self.diags, raw.deployment.as_ref(), defaults.deployment.as_ref(), &ports);
+        let deployment = super::deployment::validate(
+            &mut self.diags,
+            raw.deployment.as_ref(),
+            defaults.deployment.as_ref(),
+            &ports,
+        );
         Some(Model {
             name: name.clone(),
             image: raw.image.value.clone(),

@@ -91,7 +91,9 @@ fn every_deployment_requests_exactly_its_planned_resource() {
                 let total: u64 = deployments
                     .iter()
                     .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/name"] == model.name.as_str())
-                    .filter(|d| d["metadata"]["annotations"]["gpuplan.io/resource"] == group.resource.as_str())
+                    .filter(|d| {
+                        d["metadata"]["annotations"]["gpuplan.io/resource"] == group.resource.as_str()
+                    })
                     .filter(|d| d["metadata"]["annotations"]["gpuplan.io/pool"] == group.pool.as_str())
                     .map(|d| d["spec"]["replicas"].as_u64().expect("replicas"))
                     .sum();
@@ -109,8 +111,8 @@ fn every_deployment_requests_exactly_its_planned_resource() {
             assert_eq!(gpu, [resource], "{name}: only the planned GPU resource");
             let requests = &containers[0]["resources"]["requests"];
             assert!(requests["cpu"].is_string() && requests["memory"].is_string(), "{name}: BestEffort");
-            let hosts = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-                ["nodeSelectorTerms"][0]["matchExpressions"][0];
+            let hosts = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [0]["matchExpressions"][0];
             if hosts["key"] == "kubernetes.io/hostname" {
                 assert_eq!(hosts["values"].as_array().map(Vec::len), Some(1), "{name}: pinned to one node");
             } else {
@@ -205,15 +207,15 @@ fn voice_pipeline_mig_layout_is_valid_and_hosts_asr_and_tts_resources() {
         let limits = d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
             .as_object()
             .expect("limits");
-        let resource = limits.keys().next().expect("one resource");
+        let resource = limits.keys().find(|k| k.contains('/')).expect("one GPU resource");
         match d["metadata"]["name"].as_str() {
-            Some("parakeet-asr" | "fastpitch-tts") => {
+            Some("parakeet-asr-gpu-a-1" | "fastpitch-tts-gpu-a-1") => {
                 assert!(
                     mig_resources.contains(resource),
                     "{resource} is not in the node's layout {mig_resources:?}"
                 );
             }
-            Some("nemotron-llm") => assert_eq!(limits["nvidia.com/gpu"], 1),
+            Some("nemotron-llm-gpu-a-1") => assert_eq!(limits["nvidia.com/gpu"], 1),
             other => panic!("unexpected deployment {other:?}"),
         }
     }
@@ -431,7 +433,7 @@ fn hostile_values_are_escaped_and_round_trip() {
     assert_eq!(check_documents(text).expect("parses").len(), 3, "deployment, pdb and service only");
     let d = of_kind(&docs, "Deployment")
         .into_iter()
-        .find(|d| d["metadata"]["name"] == "parakeet-asr")
+        .find(|d| d["metadata"]["name"] == "parakeet-asr-gpu-a-1")
         .expect("asr");
     let c = &d["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["args"], serde_json::json!([hostile, "yes", "0o17"]));
@@ -469,7 +471,9 @@ fn hostile_names_are_rejected_not_rewritten() {
                 }
                 let llm = f.plan.pools[0].nodes[0].gpus[1].tenants.remove(0);
                 f.plan.pools[0].nodes[0].gpus[1].mode = gpuplan::plan::GpuMode::Unused;
-                f.plan.pools[0].nodes[1].gpus[0].tenants.push(gpuplan::plan::Tenant { model: "fastpitch-tts-a".into(), ..llm });
+                f.plan.pools[0].nodes[1].gpus[0]
+                    .tenants
+                    .push(gpuplan::plan::Tenant { model: "fastpitch-tts-a".into(), ..llm });
                 f.plan.pools[0].nodes[1].gpus[0].mode = gpuplan::plan::GpuMode::Whole;
                 for m in &mut f.plan.models {
                     for g in &mut m.groups {
@@ -574,7 +578,9 @@ fn autoscaled_pools_get_node_template_labels_instead_of_node_patches() {
     assert_eq!(groups[0]["labels"]["nvidia.com/mig.config"], "burst-1g10gb");
     assert_eq!(groups[0]["taints"][0]["key"], "nvidia.com/gpu");
     let tags = groups[0]["clusterAutoscalerTags"].as_object().expect("tags");
-    assert!(tags.keys().any(|k| k.starts_with("k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/")));
+    assert!(
+        tags.keys().any(|k| k.starts_with("k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/"))
+    );
     assert!(tags.contains_key("k8s.io/cluster-autoscaler/node-template/label/nvidia.com/mig.config"));
     assert!(!b.files.contains_key("nodes/labels/node-labels.yaml"));
 }

@@ -34,7 +34,8 @@ fn mixed_fleet() -> fx::Fixture {
 fn unpinned_replicas_are_found_unschedulable_in_some_order() {
     let f = mixed_fleet();
     let mut b = bundle(&f);
-    let text = b.files["workloads/rerank.yaml"].replace(r#"values: ["a100-node-1"]"#, r#"values: ["a100-node-1", "a100-node-2"]"#)
+    let text = b.files["workloads/rerank.yaml"]
+        .replace(r#"values: ["a100-node-1"]"#, r#"values: ["a100-node-1", "a100-node-2"]"#)
         .replace(r#"values: ["a100-node-2"]"#, r#"values: ["a100-node-1", "a100-node-2"]"#);
     assert_ne!(text, b.files["workloads/rerank.yaml"], "the example changed: adapt this test");
     b.files.insert("workloads/rerank.yaml".into(), text);
