@@ -711,13 +711,26 @@ pub fn workload_view(
     let mut limits: BTreeMap<String, serde_json::Value> =
         d.limits.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect();
     limits.insert(unit.resource.clone(), unit.per_replica.into());
-    let annotations = BTreeMap::from([
+    let mut annotations = BTreeMap::from([
         ("gpuplan.io/resource".to_owned(), unit.resource.clone()),
         ("gpuplan.io/pool".to_owned(), unit.pool.clone()),
         // Argo CD syncs wave by wave and waits for each to be healthy: the Deployments of one
         // model roll out one after the other (see docs/bundle.md, "Rollouts").
         (SYNC_WAVE.to_owned(), wave.to_string()),
     ]);
+    // A Deployment without probes says why, for scanners (checkov reads these annotations).
+    let why = if source.ports.is_empty() {
+        "the model has no port to probe"
+    } else {
+        "probes are disabled in the manifest"
+    };
+    for (i, (check, probe)) in
+        [("CKV_K8S_9", &d.readiness), ("CKV_K8S_8", &d.liveness)].into_iter().enumerate()
+    {
+        if probe.is_none() {
+            annotations.insert(format!("checkov.io/skip{}", i + 1), format!("{check}={why}"));
+        }
+    }
 
     WorkloadView {
         name,
