@@ -562,8 +562,10 @@ pub struct DeploymentSettings {
 #[schemars(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContainerResources {
     /// `cpu` and `memory` requests, as Kubernetes quantities (`500m`, `2`, `16Gi`).
+    #[schemars(schema_with = "quantity_map_schema", default)]
     pub requests: Option<SpMap<Sp<String>>>,
     /// `cpu` and `memory` limits, as Kubernetes quantities.
+    #[schemars(schema_with = "quantity_map_schema", default)]
     pub limits: Option<SpMap<Sp<String>>>,
     #[schemars(skip)]
     pub span: Option<Span>,
@@ -591,7 +593,8 @@ pub struct Probe {
     pub enabled: Option<Sp<bool>>,
     /// HTTP path, such as `/v1/health/ready`.
     pub path: Option<Sp<String>>,
-    /// Name of one of the model's `ports`. Default `http`, else the first port.
+    /// Name (or number) of one of the model's `ports`. Default `http`, else the first port.
+    #[schemars(schema_with = "int_or_name_schema", default)]
     pub port: Option<Sp<String>>,
     #[schemars(range(min = 0, max = 3600))]
     pub initial_delay_seconds: Option<Sp<i128>>,
@@ -631,6 +634,7 @@ pub struct ModelCache {
     /// An existing PersistentVolumeClaim (ReadWriteMany when the model has several replicas).
     pub claim_name: Option<Sp<String>>,
     /// Size limit of the `emptyDir`, as a Kubernetes quantity (`100Gi`).
+    #[schemars(schema_with = "quantity_schema", default)]
     pub size_limit: Option<Sp<String>>,
     #[schemars(skip)]
     pub span: Option<Span>,
@@ -641,10 +645,10 @@ pub struct ModelCache {
 #[schemars(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Strategy {
     /// Extra pods started before old ones stop. Needs spare GPU capacity.
-    #[schemars(schema_with = "int_or_percent_schema")]
+    #[schemars(schema_with = "int_or_percent_schema", default)]
     pub max_surge: Option<Sp<String>>,
     /// Pods that may be down during the update.
-    #[schemars(schema_with = "int_or_percent_schema")]
+    #[schemars(schema_with = "int_or_percent_schema", default)]
     pub max_unavailable: Option<Sp<String>>,
     #[schemars(skip)]
     pub span: Option<Span>,
@@ -655,10 +659,10 @@ pub struct Strategy {
 #[schemars(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DisruptionBudget {
     /// Pods of the model that a voluntary disruption (drain) may take down at once.
-    #[schemars(schema_with = "int_or_percent_schema")]
+    #[schemars(schema_with = "int_or_percent_schema", default)]
     pub max_unavailable: Option<Sp<String>>,
     /// Pods of the model that must stay up during a voluntary disruption.
-    #[schemars(schema_with = "int_or_percent_schema")]
+    #[schemars(schema_with = "int_or_percent_schema", default)]
     pub min_available: Option<Sp<String>>,
     #[schemars(skip)]
     pub span: Option<Span>,
@@ -669,7 +673,33 @@ fn int_or_percent_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "anyOf": [
             { "type": "integer", "minimum": 0 },
-            { "type": "string", "pattern": "^[0-9]+%$" }
+            { "type": "string", "pattern": "^[0-9]+%$" },
+            { "type": "null" }
         ]
     })
+}
+
+/// A port number or name.
+fn int_or_name_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "anyOf": [
+            { "type": "integer", "minimum": 1, "maximum": 65535 },
+            { "type": "string" },
+            { "type": "null" }
+        ]
+    })
+}
+
+/// `cpu`, `memory`, `ephemeral-storage` → a Kubernetes quantity (a string, or a plain number).
+fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["object", "null"],
+        "propertyNames": { "enum": ["cpu", "memory", "ephemeral-storage"] },
+        "additionalProperties": { "anyOf": [{ "type": "string" }, { "type": "number", "exclusiveMinimum": 0 }] }
+    })
+}
+
+/// A Kubernetes quantity: a string such as `100Gi`, or a plain number.
+fn quantity_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "anyOf": [{ "type": "string" }, { "type": "number", "exclusiveMinimum": 0 }, { "type": "null" }] })
 }
