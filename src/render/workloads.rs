@@ -464,19 +464,19 @@ pub fn render(
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     for model in &plan.models {
         for unit in units(spec, plan, model).unwrap_or_default() {
-            if let Some(other) = seen.insert(unit.name.clone(), model.name.clone()) {
-                if other != model.name {
-                    diags.push(
-                        Diagnostic::error(
-                            codes::UNSAFE_NAME,
-                            format!(
-                                "models `{other}` and `{}` would both render the Deployment `{}`",
-                                model.name, unit.name
-                            ),
-                        )
-                        .with_help("rename one of the models"),
-                    );
-                }
+            if let Some(other) = seen.insert(unit.name.clone(), model.name.clone())
+                && other != model.name
+            {
+                diags.push(
+                    Diagnostic::error(
+                        codes::UNSAFE_NAME,
+                        format!(
+                            "models `{other}` and `{}` would both render the Deployment `{}`",
+                            model.name, unit.name
+                        ),
+                    )
+                    .with_help("rename one of the models"),
+                );
             }
         }
     }

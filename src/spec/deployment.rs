@@ -347,10 +347,10 @@ pub fn validate(
     }
     // A request above its limit is refused by the API server: raise the default limit instead.
     for (k, req) in &out.requests {
-        if let Some(limit) = out.limits.get(k) {
-            if quantity_value(req) > quantity_value(limit) {
-                out.limits.insert(k.clone(), req.clone());
-            }
+        if let Some(limit) = out.limits.get(k)
+            && quantity_value(req) > quantity_value(limit)
+        {
+            out.limits.insert(k.clone(), req.clone());
         }
     }
 
@@ -465,16 +465,16 @@ pub fn validate(
         if let Some(claim) = &c.claim_name {
             ok &= object_name(diags, claim, "PersistentVolumeClaim");
         }
-        if let Some(size) = &c.size_limit {
-            if !is_quantity(&size.value) {
-                invalid(
-                    diags,
-                    &size.span,
-                    format!("`{}` is not a Kubernetes quantity", size.value),
-                    "write a size such as `100Gi`",
-                );
-                ok = false;
-            }
+        if let Some(size) = &c.size_limit
+            && !is_quantity(&size.value)
+        {
+            invalid(
+                diags,
+                &size.span,
+                format!("`{}` is not a Kubernetes quantity", size.value),
+                "write a size such as `100Gi`",
+            );
+            ok = false;
         }
         if ok {
             out.model_cache = Some(ModelCache {
