@@ -669,3 +669,38 @@ fn every_requested_resource_exists_in_its_nodes_configs() {
         }
     }
 }
+
+/// Workload identity: one replica less on a node keeps every
+/// Deployment, Service and PodDisruptionBudget name and every file name; only counts change.
+#[test]
+fn names_survive_replica_changes() {
+    let names = |f: &Fixture| -> (Vec<String>, Vec<String>) {
+        let b = bundle(f);
+        let docs = documents(&b);
+        let mut objects: Vec<String> = docs
+            .iter()
+            .filter(|(p, _)| p.starts_with("workloads/"))
+            .map(|(_, d)| {
+                format!(
+                    "{}/{}",
+                    d["kind"].as_str().unwrap_or(""),
+                    d["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .filter(|n| !n.starts_with("PodDisruptionBudget/"))
+            .collect();
+        objects.sort();
+        (objects, b.files.keys().cloned().collect())
+    };
+    let before = fx::voice_pipeline();
+    let mut after = fx::voice_pipeline();
+    // parakeet-asr: 2 → 1 replica on gpu-a-1 (its second MIG instance left idle).
+    let gpu0 = &mut after.plan.pools[0].nodes[0].gpus[0];
+    let second = gpu0.tenants.iter().rposition(|t| t.model == "parakeet-asr").expect("two asr tenants");
+    gpu0.tenants.remove(second);
+    let asr = after.plan.models.iter_mut().find(|m| m.name == "parakeet-asr").expect("asr");
+    asr.groups[0].replicas = 1;
+    assert_eq!(names(&before), names(&after));
+    let text = bundle(&after).files["workloads/parakeet-asr.yaml"].clone();
+    assert!(text.contains("replicas: 1") && !text.contains("kind: PodDisruptionBudget"), "{text}");
+}
