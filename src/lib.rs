@@ -21,5 +21,6 @@ pub mod profiles {
     pub mod verify;
 }
 pub mod render;
+pub mod simulate;
 pub mod spec;
 pub mod verify;

@@ -15,6 +15,7 @@ mod latency;
 mod lint;
 mod measurements;
 mod schema;
+mod simulate;
 mod validate;
 
 use std::io::{self, IsTerminal, Write};
@@ -71,6 +72,7 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     Validate(validate::ValidateArgs),
     Schema(schema::SchemaArgs),
+    Simulate(simulate::SimulateArgs),
     Catalog(catalog::CatalogArgs),
     #[command(name = "validate-mig-config")]
     ValidateMigConfig(lint::LintArgs),
@@ -158,6 +160,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
         Command::Explain(args) => explain::run(&ctx, &args),
         Command::Validate(args) => validate::run(&ctx, &args),
         Command::Schema(args) => schema::run(&ctx, &args),
+        Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Catalog(args) => catalog::run(&ctx, &args),
         Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
         Command::Latency(args) => latency::run(&ctx, &args),

@@ -29,6 +29,7 @@ fn every_help_text_is_reviewed() {
         &["latency"],
         &["measurements"],
         &["measurements", "import"],
+        &["simulate"],
         &["completions"],
     ];
     for args in commands {

@@ -14,4 +14,5 @@ mod parvagpu;
 mod plan;
 mod profiles;
 mod properties;
+mod simulate;
 mod tools;
