@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, GpuModel};
-use crate::plan::latency;
 use crate::plan::layouts::{self, Layout};
+use crate::plan::rules;
 use crate::spec::{Demand, Isolation, MigStrategy, Model, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
@@ -452,7 +452,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         ),
                     );
                 } else {
-                    let p99 = baseline.map(|(slo, b)| (slo, latency::mig_p99_ms(b, pool.gpu.sms, p.sms)));
+                    let p99 = baseline.map(|(slo, b)| (slo, rules::mig_p99_ms(b, pool.gpu.sms, p.sms)));
                     if let Some((slo, pred)) = p99.filter(|&(slo, pred)| pred > slo) {
                         reject(
                             Reason::Latency,
@@ -505,7 +505,8 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         );
                         break;
                     }
-                    if m.compute * f64::from(k) > eff + 1e-9 {
+                    // Per tenant: any k tenants fit together when each fits 1/k of the efficiency.
+                    if !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, 1.0) {
                         reject(
                             Reason::Compute,
                             format!(
@@ -516,8 +517,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         break;
                     }
                     if let Some((slo, b)) = baseline {
-                        let neighbours = f64::from(k - 1) * eff / f64::from(k);
-                        let pred = latency::time_sliced_p99_ms(b, m.compute, neighbours);
+                        let pred = rules::time_sliced_p99_ms(b, m.compute, rules::worst_neighbours(k, eff));
                         if pred > slo {
                             reject(
                                 Reason::Latency,
@@ -592,17 +592,9 @@ fn rate_options(
             .map(|p| p.name.clone())
     });
     let mut saw_point = false;
-    for point in rate.points.iter().filter(|p| p.gpu.eq_ignore_ascii_case(&pool.gpu.id)) {
+    for point in rate.points.iter().filter(|p| p.gpu == pool.gpu.id) {
         saw_point = true;
-        if point.processes != 1 {
-            continue;
-        }
-        if let Some(slo) = rate.slo_ms
-            && point.latency_ms >= rate.admission_factor * slo
-        {
-            continue;
-        }
-        if !(point.rps.is_finite() && point.rps > 0.0) {
+        if !rate.admits(point, &pool.gpu.id) {
             continue;
         }
         // A whole-GPU-profile measurement is a lower bound for the whole GPU with MIG off.
@@ -682,13 +674,22 @@ fn mig_ts_options(
         let inst = usable_mib(p.memory_mib, policy.memory_headroom);
         let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
         for k in 2..=policy.max_time_slicing_replicas.min(64) {
-            if m.memory_mib as f64 > inst / f64::from(k) || m.compute * f64::from(k) > eff * share + 1e-9 {
+            if m.memory_mib as f64 > inst / f64::from(k)
+                || !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, share)
+            {
                 break;
             }
             let p99 = baseline.map(|(slo, b)| {
-                let on_slice = latency::mig_p99_ms(b, pool.gpu.sms, p.sms);
-                let own = (m.compute / share).min(1.0);
-                (slo, latency::time_sliced_p99_ms(on_slice, own, f64::from(k - 1) * eff / f64::from(k)))
+                (
+                    slo,
+                    rules::mig_time_sliced_p99_ms(
+                        b,
+                        pool.gpu.sms,
+                        p.sms,
+                        m.compute,
+                        rules::worst_neighbours(k, eff),
+                    ),
+                )
             });
             if p99.is_some_and(|(slo, pred)| pred > slo) {
                 break;

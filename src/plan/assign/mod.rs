@@ -78,6 +78,13 @@ impl NodeA {
         self.gpus.iter().any(|d| matches!(d, Dev::Ts { .. } | Dev::MigTs { .. }) && dev_hosts(d, m))
     }
 
+    /// Whether an exclusive MIG instance of this node serves model `m`. Under `spread: gpu` a
+    /// node holds one at most: the device plugin, not gpuplan, picks which instance (and so
+    /// which GPU) of a MIG resource a pod gets.
+    fn hosts_mig(&self, m: usize) -> bool {
+        self.gpus.iter().any(|d| matches!(d, Dev::Mig { .. }) && dev_hosts(d, m))
+    }
+
     /// Whether the node is reserved for time-sliced MIG instances of one profile.
     fn has_mig_ts(&self) -> bool {
         self.gpus.iter().any(|d| matches!(d, Dev::MigTs { .. }))
@@ -258,7 +265,7 @@ fn place(
                     break;
                 }
                 for n in pa.nodes.iter_mut().take(limit) {
-                    if !node_ok(n) || n.has_mig_ts() {
+                    if !node_ok(n) || n.has_mig_ts() || (spread == Spread::Gpu && n.hosts_mig(m)) {
                         continue;
                     }
                     for d in n.gpus.iter_mut() {

@@ -242,7 +242,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                 }
             }
             Kind::Mig(q) => {
-                if n.has_mig_ts() {
+                if n.has_mig_ts() || (spread == Spread::Gpu && n.hosts_mig(m)) {
                     continue;
                 }
                 for (gi, d) in n.gpus.iter().enumerate() {
