@@ -529,10 +529,6 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                     }
                     if by_node {
                         cons.push(constraint!(all <= v.u));
-                    } else if !mig_opts.is_empty() {
-                        // `gpu`: one exclusive MIG replica per node (the device plugin picks the
-                        // instance, so two on one node may share a GPU).
-                        cons.push(constraint!(mig.clone() <= v.u));
                     }
                     if !mig_opts.is_empty() {
                         let mut mig_gpus = Expression::from(0.0);

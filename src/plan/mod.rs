@@ -399,6 +399,9 @@ pub fn plan_traced(
     // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
     // backtracking version is tried when nothing else gives a plan.
     let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
+        if let Some((f, order)) = assign::ffd_reordered(&problem) {
+            return Ok((f, format!("{why}; first fit in another order ({order}) found this plan"), true));
+        }
         match assign::ffd_search(&problem) {
             Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
             Err(stuck) => {

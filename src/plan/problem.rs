@@ -207,6 +207,9 @@ pub(crate) struct Problem<'a> {
     /// The cheapest pool's cost per GPU-hour when every pool has one (pool weights are
     /// relative to it), else `None` (the planner then minimises GPUs).
     pub unit_price: Option<f64>,
+    /// Whether some `spread: gpu` model may run on MIG instances (then placements check
+    /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
+    pub mig_spread_models: bool,
 }
 
 /// Builds the problem. Pools whose GPU is unknown to the catalog are skipped (the spec stage
@@ -287,9 +290,19 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     }
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();
     model_specs.sort_by(|a, b| a.name.cmp(&b.name));
-    let models = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
+    let models: Vec<ModelCtx<'_>> = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
     let unit_price = (priced && min_cost.is_finite() && min_cost > 0.0).then_some(min_cost);
-    Problem { spec, pools, models, rename_shared: spec.cluster.time_slicing.rename_by_default, unit_price }
+    let mig_spread_models = models
+        .iter()
+        .any(|m| m.spec.spread == Spread::Gpu && m.options.iter().any(|o| matches!(o.kind, Kind::Mig(_))));
+    Problem {
+        spec,
+        pools,
+        models,
+        rename_shared: spec.cluster.time_slicing.rename_by_default,
+        unit_price,
+        mig_spread_models,
+    }
 }
 
 /// Profiles the planner may create: one full-size compute instance per GPU instance, no media

@@ -985,8 +985,8 @@ impl<'a> Checker<'a> {
     }
 
     /// `spread: gpu` on MIG: the device plugin picks which instance of a resource (and so which
-    /// GPU) a pod gets, so on one node two replicas must use different resources that no GPU of
-    /// the node exposes both of.
+    /// GPU) a pod gets, so two replicas on one node may share a GPU when some GPU of the node
+    /// has two distinct instances, one of each replica's resource (two of it when equal).
     fn check_mig_spread(&mut self, at: &str, placed: &[Placed<'a>]) {
         let mut by_node: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
         for p in placed.iter().filter(|p| p.shared.is_none() && p.resource.starts_with("nvidia.com/mig-")) {
@@ -995,16 +995,19 @@ impl<'a> Checker<'a> {
         for ((pool, node), resources) in by_node {
             let gpu = self.spec.pools.iter().find(|p| p.name == pool).and_then(|p| self.catalog.get(&p.gpu));
             let Some(node_plan) = self.nodes.get(&(pool, node)).copied() else { continue };
-            let exposes = |g: &GpuPlan, r: &str| match &g.mode {
+            let count = |g: &GpuPlan, r: &str| match &g.mode {
                 GpuMode::Mig { instances } => instances
                     .iter()
                     .filter_map(|i| gpu.and_then(|gpu| gpu.profile(&i.profile)))
-                    .any(|p| p.resource_name() == r),
-                _ => false,
+                    .filter(|p| p.resource_name() == r)
+                    .count(),
+                _ => 0,
             };
             for (i, a) in resources.iter().enumerate() {
                 for b in &resources[i + 1..] {
-                    let overlap = a == b || node_plan.gpus.iter().any(|g| exposes(g, a) && exposes(g, b));
+                    let overlap = node_plan.gpus.iter().any(|g| {
+                        if a == b { count(g, a) >= 2 } else { count(g, a) >= 1 && count(g, b) >= 1 }
+                    });
                     if overlap {
                         self.push(
                             Kind::Spread,

@@ -949,24 +949,47 @@ fn cost_equal_to_its_bound_up_to_rounding_is_optimal() {
 }
 
 /// Issue 12/13: inside a node the device plugin picks which MIG instance of a resource a pod
-/// gets, so two `spread: gpu` replicas on MIG resources of one node could share a GPU. The
-/// planner keeps one MIG replica of such a model per node, and the verifier agrees.
+/// gets, so two `spread: gpu` replicas on MIG resources of one node share a GPU when some GPU
+/// has an instance of each (two of one resource). Seven `1g` instances per GPU would allow
+/// that; the planner keeps the replicas apart and the verifier (which checks the rule) agrees.
 #[test]
-fn spread_gpu_keeps_one_mig_replica_per_node() {
+fn spread_gpu_replicas_on_mig_cannot_be_stacked_by_the_device_plugin() {
     let catalog = catalog();
-    let mut m = model("guard", 9000, 0.1, 3);
-    m.spread = Spread::Gpu;
-    let s = spec(vec![pool("a100", A100, 2, named(&["n1", "n2", "n3"]))], vec![m]);
+    let mut guard = model("guard", 9000, 0.1, 2);
+    guard.spread = Spread::Gpu;
+    let filler = model("filler", 9000, 0.1, 12);
+    let s = spec(vec![pool("a100", A100, 2, named(&["n1", "n2"]))], vec![guard, filler]);
     let p = plan(&s, &catalog).expect("plans");
     assert_eq!(gpuplan::verify::check(&s, &catalog, &p), vec![]);
     for n in &p.pools[0].nodes {
-        let mig_replicas = n
+        let guards: Vec<(u32, u8)> = n
             .gpus
             .iter()
-            .filter(|g| matches!(g.mode, GpuMode::Mig { .. }))
-            .flat_map(|g| &g.tenants)
-            .filter(|t| t.model == "guard")
-            .count();
-        assert!(mig_replicas <= 1, "node {} holds {mig_replicas} MIG replicas of `guard`", n.name);
+            .flat_map(|g| {
+                g.tenants
+                    .iter()
+                    .filter(|t| t.model == "guard")
+                    .map(move |t| (g.index, t.instance_start.unwrap_or(0)))
+            })
+            .collect();
+        if guards.len() < 2 {
+            continue;
+        }
+        // Both on this node: no GPU may hold two instances of the profile(s) they use.
+        let profile = |gi: u32, start: u8| -> String {
+            match &n.gpus[gi as usize].mode {
+                GpuMode::Mig { instances } => {
+                    instances.iter().find(|i| i.start == start).map(|i| i.profile.clone()).unwrap_or_default()
+                }
+                _ => String::new(),
+            }
+        };
+        let (a, b) = (profile(guards[0].0, guards[0].1), profile(guards[1].0, guards[1].1));
+        for g in &n.gpus {
+            let GpuMode::Mig { instances } = &g.mode else { continue };
+            let count = |p: &str| instances.iter().filter(|i| i.profile == p).count();
+            let clash = if a == b { count(&a) >= 2 } else { count(&a) >= 1 && count(&b) >= 1 };
+            assert!(!clash, "node {} gpu {}: `guard` on `{a}` and `{b}` may be stacked", n.name, g.index);
+        }
     }
 }

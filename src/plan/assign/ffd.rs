@@ -90,3 +90,51 @@ pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
     trim(problem, &mut a);
     Some(a)
 }
+
+/// First fit in other orders, for when the greedy pass and the optimiser's decomposition both
+/// fail (spread and node sharing classes can make the size order paint itself into a corner):
+/// spread models first (then larger replicas), replicas with the fewest choices first, and
+/// replicas by device class (whole GPUs, then time-slices, then MIG instances). Deterministic
+/// and linear in the replicas, so it scales where the backtracking searches stop. Returns the
+/// first order that places everything, and its name for the plan's reasons.
+pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'static str)> {
+    let base = ffd_items(problem, false)?;
+    let spread = |m: usize| problem.models.get(m).map_or(crate::spec::Spread::None, |x| x.spec.spread);
+    let class = |c: &[(usize, Kind)]| match c.first().map(|x| x.1) {
+        Some(Kind::Whole(_)) => 0,
+        Some(Kind::TimeSliced(_)) => 1,
+        Some(Kind::MigTs(..)) => 2,
+        _ => 3,
+    };
+    let orders: [(&'static str, Box<dyn Fn(&Item, &Item) -> std::cmp::Ordering>); 3] = [
+        (
+            "spread models first",
+            Box::new(|x: &Item, y: &Item| spread(y.1).cmp(&spread(x.1)).then(y.0.total_cmp(&x.0))),
+        ),
+        (
+            "fewest choices first",
+            Box::new(|x: &Item, y: &Item| x.2.len().cmp(&y.2.len()).then(y.0.total_cmp(&x.0))),
+        ),
+        (
+            "whole GPUs, then time-slices, then MIG instances",
+            Box::new(move |x: &Item, y: &Item| class(&x.2).cmp(&class(&y.2)).then(y.0.total_cmp(&x.0))),
+        ),
+    ];
+    'order: for (name, cmp) in orders {
+        let mut items = base.clone();
+        items.sort_by(|x, y| cmp(x, y));
+        let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
+        for (_, m, choices) in items {
+            let placed = choices
+                .iter()
+                .find(|&&(pi, kind)| place(problem, &mut a, m, pi, kind, Mode::Grow, usize::MAX));
+            match placed {
+                Some(&(pi, kind)) => *a.replicas.entry((m, pi, kind)).or_insert(0) += 1,
+                None => continue 'order,
+            }
+        }
+        trim(problem, &mut a);
+        return Some((a, name));
+    }
+    None
+}

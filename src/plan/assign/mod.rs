@@ -78,11 +78,43 @@ impl NodeA {
         self.gpus.iter().any(|d| matches!(d, Dev::Ts { .. } | Dev::MigTs { .. }) && dev_hosts(d, m))
     }
 
-    /// Whether an exclusive MIG instance of this node serves model `m`. Under `spread: gpu` a
-    /// node holds one at most: the device plugin, not gpuplan, picks which instance (and so
-    /// which GPU) of a MIG resource a pod gets.
-    fn hosts_mig(&self, m: usize) -> bool {
-        self.gpus.iter().any(|d| matches!(d, Dev::Mig { .. }) && dev_hosts(d, m))
+    /// `spread: gpu` on MIG: the device plugin, not gpuplan, picks which instance of a MIG
+    /// resource (and so which GPU) a pod gets. Two replicas of a `spread: gpu` model on this
+    /// node are safe only when no GPU has two distinct instances, one of each replica's profile
+    /// (two of it when the profiles are equal). The same rule as the verifier's.
+    pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
+        let mut by_model: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for d in &self.gpus {
+            if let Dev::Mig { tenants, .. } = d {
+                for &(q, m) in tenants {
+                    if problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Gpu) {
+                        by_model.entry(m).or_default().push(q);
+                    }
+                }
+            }
+        }
+        let count = |q: usize| -> Vec<u8> {
+            self.gpus
+                .iter()
+                .map(|d| match d {
+                    Dev::Mig { counts, .. } => counts.get(q).copied().unwrap_or(0),
+                    _ => 0,
+                })
+                .collect()
+        };
+        for qs in by_model.values() {
+            for (i, &a) in qs.iter().enumerate() {
+                for &b in &qs[i + 1..] {
+                    let (ca, cb) = (count(a), count(b));
+                    let clash =
+                        ca.iter().zip(&cb).any(|(&x, &y)| if a == b { x >= 2 } else { x >= 1 && y >= 1 });
+                    if clash {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// Whether the node is reserved for time-sliced MIG instances of one profile.
@@ -265,22 +297,32 @@ fn place(
                     break;
                 }
                 for n in pa.nodes.iter_mut().take(limit) {
-                    if !node_ok(n) || n.has_mig_ts() || (spread == Spread::Gpu && n.hosts_mig(m)) {
+                    if !node_ok(n) || n.has_mig_ts() {
                         continue;
                     }
-                    for d in n.gpus.iter_mut() {
+                    // A change that would let the device plugin put two `spread: gpu` replicas
+                    // on one GPU is undone (checked only where such models run on MIG).
+                    let guard =
+                        problem.mig_spread_models && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. }));
+                    let before = guard.then(|| n.clone());
+                    for gi in 0..n.gpus.len() {
+                        if let Some(b) = &before
+                            && n.gpus != b.gpus
+                        {
+                            *n = b.clone();
+                        }
+                        let d = &mut n.gpus[gi];
                         if !gpu_ok(d) {
                             continue;
                         }
-                        match d {
+                        let placed = match d {
                             Dev::Mig { counts, tenants } if pass < 2 => {
                                 let used = tenants.iter().filter(|&&(p, _)| p == q).count();
                                 let have = usize::from(counts.get(q).copied().unwrap_or(0));
                                 if pass == 0 && used < have {
                                     tenants.push((q, m));
-                                    return true;
-                                }
-                                if pass == 1 && used >= have {
+                                    true
+                                } else if pass == 1 && used >= have {
                                     let mut c = counts.clone();
                                     if let Some(x) = c.get_mut(q) {
                                         *x += 1;
@@ -288,8 +330,12 @@ fn place(
                                     if pool.fits(&c) {
                                         *counts = c;
                                         tenants.push((q, m));
-                                        return true;
+                                        true
+                                    } else {
+                                        false
                                     }
+                                } else {
+                                    false
                                 }
                             }
                             Dev::Unused if pass == 2 => {
@@ -301,10 +347,16 @@ fn place(
                                     return false;
                                 }
                                 *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
-                                return true;
+                                true
                             }
-                            _ => {}
+                            _ => false,
+                        };
+                        if placed && (before.is_none() || n.mig_spread_ok(problem)) {
+                            return true;
                         }
+                    }
+                    if let Some(b) = before {
+                        *n = b;
                     }
                 }
             }
@@ -383,5 +435,5 @@ mod ffd;
 mod search;
 
 pub(crate) use decompose::{PoolCounts, decompose};
-pub(crate) use ffd::ffd;
+pub(crate) use ffd::{ffd, ffd_reordered};
 pub(crate) use search::{decompose_search, ffd_search};

@@ -147,6 +147,9 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
         }
         let mut seen: Vec<Vec<Dev>> = Vec::new();
         let mut push = |pass: u8, node: NodeA, out: &mut Vec<(u8, usize, NodeA)>| {
+            if problem.mig_spread_models && !node.mig_spread_ok(problem) {
+                return;
+            }
             let mut key = node.gpus.clone();
             key.sort_by_key(|d| format!("{d:?}"));
             if !seen.contains(&key) {
@@ -242,7 +245,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                 }
             }
             Kind::Mig(q) => {
-                if n.has_mig_ts() || (spread == Spread::Gpu && n.hosts_mig(m)) {
+                if n.has_mig_ts() {
                     continue;
                 }
                 for (gi, d) in n.gpus.iter().enumerate() {
