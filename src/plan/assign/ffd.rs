@@ -91,6 +91,9 @@ pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
     Some(a)
 }
 
+/// A comparison of replicas for [`ffd_reordered`].
+type ItemOrder<'a> = dyn Fn(&Item, &Item) -> std::cmp::Ordering + 'a;
+
 /// First fit in other orders, for when the greedy pass and the optimiser's decomposition both
 /// fail (spread and node sharing classes can make the size order paint itself into a corner):
 /// spread models first (then larger replicas), replicas with the fewest choices first, and
@@ -106,7 +109,7 @@ pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'stat
         Some(Kind::MigTs(..)) => 2,
         _ => 3,
     };
-    let orders: [(&'static str, Box<dyn Fn(&Item, &Item) -> std::cmp::Ordering>); 3] = [
+    let orders: [(&'static str, Box<ItemOrder<'_>>); 3] = [
         (
             "spread models first",
             Box::new(|x: &Item, y: &Item| spread(y.1).cmp(&spread(x.1)).then(y.0.total_cmp(&x.0))),
