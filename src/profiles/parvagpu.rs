@@ -630,6 +630,7 @@ pub fn rate_spec(
                 gpu_types: Vec::new(),
                 priority: 0,
                 llm: false,
+                deployment: Default::default(),
                 span: None,
             }
         })
@@ -645,7 +646,13 @@ pub fn rate_spec(
                 rename_by_default: true,
                 fail_requests_greater_than_one: true,
             },
-            output: OutputOptions { cluster_policy_patch: true, helm_values: true, argocd: None, flux: None },
+            output: OutputOptions {
+                cluster_policy_patch: true,
+                helm_values: true,
+                argocd: None,
+                flux: None,
+                namespaces: true,
+            },
         },
         pools: vec![Pool {
             name: POOL.into(),

@@ -289,6 +289,7 @@ impl<'c> Validator<'c> {
                 helm_values: out.helm_values.as_ref().is_none_or(|b| b.value),
                 argocd,
                 flux,
+                namespaces: out.namespaces.as_ref().is_none_or(|b| b.value),
             },
         })
     }
@@ -938,6 +939,12 @@ impl<'c> Validator<'c> {
                 .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
             );
         }
+        let deployment = super::deployment::validate(
+            &mut self.diags,
+            raw.deployment.as_ref(),
+            defaults.deployment.as_ref(),
+            &ports,
+        );
         Some(Model {
             name: name.clone(),
             image: raw.image.value.clone(),
@@ -956,6 +963,7 @@ impl<'c> Validator<'c> {
             gpu_types,
             priority: priority?,
             llm,
+            deployment,
             // The model's name: what a planner diagnostic about the model should underline.
             span: Some(raw.name.span.clone()),
         })

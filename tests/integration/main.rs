@@ -13,4 +13,5 @@ mod parvagpu;
 mod plan;
 mod profiles;
 mod properties;
+mod simulate;
 mod tools;
