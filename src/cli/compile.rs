@@ -69,6 +69,7 @@ pub fn run_mode(
             return Ok(ExitStatus::Problems);
         }
     };
+    verified(&spec, &catalog, &plan)?;
     let bundle = match crate::render::render(&spec, &catalog, &plan, &templates) {
         Ok(bundle) => bundle,
         Err(diags) => {
@@ -78,11 +79,35 @@ pub fn run_mode(
     };
     let outcome = emit::emit(&bundle, out, mode)?;
     print_outcome(ctx, out, mode, &outcome)?;
+    if mode == Mode::Write && ctx.format == Format::Human {
+        ctx.status(&plan.quality.summary(plan.drains()))?;
+    }
     Ok(match mode {
         Mode::Write => ExitStatus::Success,
         Mode::Check | Mode::Diff if outcome.is_clean() => ExitStatus::Success,
         Mode::Check | Mode::Diff => ExitStatus::Problems,
     })
+}
+
+/// Runs the verifier on a plan the planner made: a violation is gpuplan's own bug (exit 2),
+/// named in the error, never a user mistake.
+pub(super) fn verified(
+    spec: &crate::spec::Spec,
+    catalog: &crate::catalog::Catalog,
+    plan: &crate::plan::Plan,
+) -> anyhow::Result<()> {
+    let violations = crate::verify::check(spec, catalog, plan);
+    if violations.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = violations.iter().take(10).map(|v| format!("  {v}")).collect();
+    let more = violations.len().saturating_sub(10);
+    anyhow::bail!(
+        "internal: the plan breaks {} of gpuplan's own rules (a planner bug; please report it with the manifest):\n{}{}",
+        violations.len(),
+        list.join("\n"),
+        if more > 0 { format!("\n  and {more} more") } else { String::new() }
+    )
 }
 
 fn verb(kind: ChangeKind) -> &'static str {

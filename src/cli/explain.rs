@@ -14,7 +14,13 @@ pub struct ExplainArgs {
     /// Explain only this model.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// List every alternative a model could have used, not only the closest few.
+    #[arg(long)]
+    pub all: bool,
 }
+
+/// Alternatives shown per model without `--all`.
+const CLOSEST_ALTERNATIVES: usize = 3;
 
 pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
@@ -27,6 +33,7 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
             return Ok(ExitStatus::Problems);
         }
     };
+    super::compile::verified(&spec, &catalog, &plan)?;
     let models: Vec<_> =
         plan.models.iter().filter(|m| args.model.as_deref().is_none_or(|name| m.name == name)).collect();
     if let Some(name) = &args.model
@@ -42,20 +49,23 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
             if args.model.is_none() {
                 let q = &plan.quality;
                 text.push_str(&format!(
-                    "plan `{}`: {} GPU(s) used; lower bound {}; first-fit-decreasing {}; one GPU per replica {}\n",
+                    "plan `{}`: {} GPU(s) used; lower bound {} (valid for every plan), {} (the planner's model); first-fit-decreasing {}; one GPU per replica {}\n",
                     plan.name,
                     q.gpus_used,
                     q.lower_bound,
+                    q.model_lower_bound,
                     q.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
                     q.one_gpu_per_replica
                 ));
                 if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour) {
                     text.push_str(&format!(
-                        "  cost ${cost:.2}/h (minimised); lower bound ${bound:.2}/h; first-fit-decreasing {}\n",
+                        "  cost ${cost:.2}/h (minimised); lower bound ${bound:.2}/h (valid for every plan), {} (the planner's model); first-fit-decreasing {}\n",
+                        q.model_cost_lower_bound_per_hour.map_or_else(|| "none".to_owned(), |b| format!("${b:.2}/h")),
                         q.first_fit_decreasing_cost_per_hour
                             .map_or_else(|| "found no plan".to_owned(), |f| format!("${f:.2}/h"))
                     ));
                 }
+                text.push_str(&format!("  {}\n", q.verdict()));
                 for pool in &plan.pools {
                     for node in pool.nodes.iter().filter(|n| n.gpus.iter().any(|g| g.mode != GpuMode::Unused))
                     {
@@ -84,8 +94,23 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
                         group.nodes.join(", ")
                     ));
                 }
+                let alternatives =
+                    model.reasons.iter().filter(|r| r.starts_with(crate::plan::ALTERNATIVE_PREFIX)).count();
+                let mut shown = 0;
                 for reason in &model.reasons {
+                    if reason.starts_with(crate::plan::ALTERNATIVE_PREFIX) {
+                        shown += 1;
+                        if !args.all && shown > CLOSEST_ALTERNATIVES {
+                            continue;
+                        }
+                    }
                     text.push_str(&format!("  - {reason}\n"));
+                }
+                if !args.all && alternatives > CLOSEST_ALTERNATIVES {
+                    text.push_str(&format!(
+                        "  - and {} more alternative(s) (`--all` lists them)\n",
+                        alternatives - CLOSEST_ALTERNATIVES
+                    ));
                 }
             }
             ctx.out(&text)?;

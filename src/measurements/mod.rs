@@ -434,7 +434,7 @@ impl AdmissionRule {
         }
         match self.limit_ms() {
             None => Verdict::Admitted { margin_ms: None },
-            Some(limit) if point.latency_ms < limit => {
+            Some(limit) if crate::spec::latency_admitted(point.latency_ms, self.slo_ms, self.factor) => {
                 Verdict::Admitted { margin_ms: Some(limit - point.latency_ms) }
             }
             Some(limit) => Verdict::TooSlow { limit_ms: limit },

@@ -21,15 +21,26 @@ pub const DEFAULT_PLUGIN_CONFIG: &str = "default";
 /// Figures the quality report needs besides the assignment.
 #[derive(Clone, Debug)]
 pub(crate) struct Figures {
+    /// GPUs no plan the verifier accepts can do with.
     pub lower_bound: u32,
+    /// GPUs no plan of the planner's model can do with.
+    pub model_lower_bound: u32,
+    /// Whether the solver proved the plan optimal for the full program.
+    pub solver_proved: bool,
     pub ffd: Option<u32>,
     /// Which planner produced the assignment and how (one sentence, goes into every model's reasons).
     pub method: String,
-    /// $/h lower bound (LP relaxation of cost), when every pool is priced.
+    /// $/h no plan the verifier accepts beats, when every pool is priced.
     pub cost_lower_bound: Option<f64>,
+    /// $/h lower bound of the planner's model (LP relaxation of cost), when every pool is priced.
+    pub model_cost_lower_bound: Option<f64>,
     /// $/h of the first-fit-decreasing plan, when every pool is priced.
     pub ffd_cost: Option<f64>,
 }
+
+/// How a reason naming an alternative the planner did not take begins (`explain` shows the
+/// first few of them, closest first).
+pub const ALTERNATIVE_PREFIX: &str = "could also run on";
 
 /// (model, pool, resource, GPUs per replica).
 type GroupKey = (usize, usize, String, u32);
@@ -302,15 +313,21 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
         let reasons = reasons(problem, a, mi, fig);
         models.push(ModelPlan { name: mc.name().to_owned(), groups: gs, reasons });
     }
-    let quality = Quality {
+    // The bounds are reported as computed, never clamped to the plan: a bound above the plan
+    // is a bug the verifier reports.
+    let mut quality = Quality {
         gpus_used,
-        lower_bound: fig.lower_bound.min(gpus_used),
+        lower_bound: fig.lower_bound,
+        model_lower_bound: fig.model_lower_bound,
         one_gpu_per_replica: one_per_replica,
         first_fit_decreasing: fig.ffd,
         cost_per_hour: (priced && gpus_used > 0).then_some((cost * 1e6).round() / 1e6),
-        cost_lower_bound_per_hour: fig.cost_lower_bound.map(|b| b.min(cost)),
+        cost_lower_bound_per_hour: fig.cost_lower_bound,
+        model_cost_lower_bound_per_hour: fig.model_cost_lower_bound,
         first_fit_decreasing_cost_per_hour: fig.ffd_cost.map(|c| (c * 1e6).round() / 1e6),
+        proof: crate::plan::Proof::Unproven,
     };
+    quality.proof = quality.judge(fig.solver_proved);
     Ok(Plan {
         name: problem.spec.name.clone(),
         pools,
@@ -428,16 +445,30 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
     for r in mc.rejected.iter().filter(|r| used_pools.contains(&r.pool)) {
         out.push(format!("not {}: {}", r.reason.word(), r.text));
     }
-    // Cheaper options it had but did not take.
-    for o in &mc.options {
-        if used_pools.contains(&o.pool) && !chosen.iter().any(|c| c.0 == o.pool && c.1 == o.kind) {
-            let pool = &problem.pools[o.pool];
-            out.push(format!(
-                "could also run on {} in pool `{}`; the optimiser preferred the choice above",
-                pool.kind_label(o.kind),
-                pool.name()
-            ));
-        }
+    // Options it had but did not take, the closest in size to a chosen one first (ties: pool,
+    // kind), so that `explain` can show the few nearest.
+    let chosen_sizes: Vec<f64> = chosen
+        .iter()
+        .filter_map(|c| mc.options.iter().find(|o| o.pool == c.0 && o.kind == c.1).map(|o| o.size))
+        .collect();
+    let distance = |o: &crate::plan::problem::Opt| {
+        chosen_sizes.iter().map(|s| (s - o.size).abs()).fold(f64::INFINITY, f64::min)
+    };
+    let mut others: Vec<&crate::plan::problem::Opt> = mc
+        .options
+        .iter()
+        .filter(|o| used_pools.contains(&o.pool) && !chosen.iter().any(|c| c.0 == o.pool && c.1 == o.kind))
+        .collect();
+    others.sort_by(|x, y| {
+        distance(x).total_cmp(&distance(y)).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+    });
+    for o in others {
+        let pool = &problem.pools[o.pool];
+        out.push(format!(
+            "{ALTERNATIVE_PREFIX} {} in pool `{}`; the optimiser preferred the choice above",
+            pool.kind_label(o.kind),
+            pool.name()
+        ));
     }
     out.push(fig.method.clone());
     out

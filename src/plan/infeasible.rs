@@ -5,6 +5,7 @@
 //! model's or pool's span when the spec has one. Also the simple size lower bound.
 
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::plan::assign;
 use crate::plan::milp::{self, Goal, MilpError};
 use crate::plan::problem::{Need, Problem, Reason};
 use crate::spec::Spread;
@@ -106,9 +107,25 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
         );
         return diags;
     }
-    match milp::solve(problem, Goal::Extend, &milp::Pins::new()) {
-        Ok(r) if r.extra_nodes.iter().any(|&e| e > 0) => {
-            for (pi, &extra) in r.extra_nodes.iter().enumerate() {
+    // The integer program first; when it stops without a solution (microlp's node limit), its
+    // relaxation rounded up. Either way the addition is confirmed by planning with it (first
+    // fit, then its backtracking search), and grown until that succeeds.
+    let extras = milp::solve(problem, Goal::Extend { integer: true }, &milp::Pins::new())
+        .ok()
+        .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
+        .or_else(|| {
+            milp::solve(problem, Goal::Extend { integer: false }, &milp::Pins::new())
+                .ok()
+                .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
+        })
+        .map(|r| r.extra_nodes)
+        .map(|mut extra| {
+            let confirmed = confirm(problem, &mut extra);
+            (extra, confirmed)
+        });
+    match extras {
+        Some((extra_nodes, confirmed)) => {
+            for (pi, &extra) in extra_nodes.iter().enumerate() {
                 if extra == 0 {
                     continue;
                 }
@@ -119,28 +136,30 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
                     .filter(|m| m.options.iter().any(|o| o.pool == pi))
                     .map(|m| format!("`{}`", m.name()))
                     .collect();
+                let users = summarise(&users);
                 let have = match &pool.spec.nodes {
                     crate::spec::Nodes::Named(_) => format!("{} node(s)", pool.max_nodes),
                     crate::spec::Nodes::Autoscaled { max, .. } => format!("at most {max} node(s)"),
                 };
+                let at_least = if confirmed { "" } else { "at least " };
                 let add = if pool.autoscaled {
-                    format!("raise the maximum of pool `{}` by {extra} node(s) of {} × `{}`", pool.name(), pool.gpn, pool.gpu.id)
+                    format!("raise the maximum of pool `{}` by {at_least}{extra} node(s) of {} × `{}`", pool.name(), pool.gpn, pool.gpu.id)
                 } else {
-                    format!("add {extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn, pool.name())
+                    format!("add {at_least}{extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn, pool.name())
                 };
                 let mut d = Diagnostic::error(
                     codes::CAPACITY_EXCEEDED,
                     format!("the models exceed the capacity of pool `{}` ({have} × {} GPU(s))", pool.name(), pool.gpn),
                 )
                 .with_help(add)
-                .with_note(format!("models that can use this pool: {}", users.join(", ")));
+                .with_note(format!("models that can use this pool: {users}"));
                 if let Some(span) = pool.spec.span.clone() {
                     d = d.at(span, "this pool");
                 }
                 diags.push(d);
             }
         }
-        _ => diags.push(
+        None => diags.push(
             Diagnostic::error(
                 codes::NO_FEASIBLE_PLAN,
                 "no plan satisfies every constraint together, even with more nodes",
@@ -149,6 +168,39 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
         ),
     }
     diags
+}
+
+/// Names shown in a note at most; the rest are counted.
+const NAMES_SHOWN: usize = 10;
+
+/// `a, b, c` for short lists; the first [`NAMES_SHOWN`] names and "and N more" for long ones.
+pub(crate) fn summarise(names: &[String]) -> String {
+    if names.len() <= NAMES_SHOWN {
+        return names.join(", ");
+    }
+    format!("{} and {} more", names[..NAMES_SHOWN].join(", "), names.len() - NAMES_SHOWN)
+}
+
+/// Tries of [`confirm`] before the addition is reported as "at least".
+const CONFIRM_TRIES: usize = 6;
+
+/// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with them
+/// (first fit, then its backtracking search); grows every pool with an addition by half (at
+/// least one node) until it does. Returns whether it was confirmed.
+fn confirm(problem: &Problem<'_>, extra: &mut [u64]) -> bool {
+    for _ in 0..CONFIRM_TRIES {
+        let mut grown = problem.clone();
+        for (pool, &e) in grown.pools.iter_mut().zip(extra.iter()) {
+            pool.max_nodes = pool.max_nodes.saturating_add(u32::try_from(e).unwrap_or(u32::MAX));
+        }
+        if assign::ffd(&grown).is_some() || assign::ffd_search(&grown).is_ok() {
+            return true;
+        }
+        for e in extra.iter_mut().filter(|e| **e > 0) {
+            *e += (*e / 2).max(1);
+        }
+    }
+    false
 }
 
 /// A lower bound on GPUs from sizes alone: every replica needs at least its smallest option's

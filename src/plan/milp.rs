@@ -57,8 +57,9 @@ pub(crate) enum Goal {
     /// The LP relaxation, minimising the weighted cost (GPUs × relative price), with every
     /// plan's GPU lower bound as a cut: a lower bound on cost.
     CostBound { gpu_floor: Option<f64> },
-    /// Capacity relaxed by extra nodes per pool; minimise the GPUs added.
-    Extend,
+    /// Capacity relaxed by extra nodes per pool; minimise the GPUs added (its LP relaxation
+    /// when not `integer`: the fallback when the integer program stops without a solution).
+    Extend { integer: bool },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -76,6 +77,12 @@ pub(crate) struct MilpResult {
     /// The weighted cost (GPUs × relative price) of the solution.
     pub cost: f64,
 }
+
+/// Why a solve may end unproven, for the plan's reasons.
+#[cfg(feature = "highs")]
+pub(crate) const UNPROVEN_WHY: &str = "HiGHS stopped at its node limit or a relative gap, or solved a program with the relaxation's choices rounded and pinned";
+#[cfg(not(feature = "highs"))]
+pub(crate) const UNPROVEN_WHY: &str = "microlp stopped at its node limit or a relative gap, or solved a program with the relaxation's choices rounded and pinned";
 
 /// Replica counts to impose, per (model, pool, kind); models absent are free.
 pub(crate) type Pins = BTreeMap<(usize, usize, Kind), u32>;
@@ -201,7 +208,11 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    let integer = !matches!(goal, Goal::Bound | Goal::CostBound { .. });
+    let integer = match goal {
+        Goal::Bound | Goal::CostBound { .. } => false,
+        Goal::Extend { integer } => integer,
+        Goal::Plan { .. } => true,
+    };
     let cols = columns(problem);
     let large = cols.len() > LARGE_ABOVE_COLUMNS;
     let mut vars = ProblemVariables::new();
@@ -250,7 +261,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
     let mut pv: Vec<PoolVars> = Vec::new();
     for (pi, p) in problem.pools.iter().enumerate() {
         let cap = p.capacity_gpus() as f64;
-        let unbounded = goal == Goal::Extend;
+        let unbounded = matches!(goal, Goal::Extend { .. });
         let gcap = if unbounded { f64::INFINITY } else { cap };
         let has = |f: &dyn Fn(Kind) -> bool| {
             cols.iter().any(|m| m.options.iter().any(|o| o.pool == pi && f(o.kind)))
@@ -534,7 +545,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         cost_expr += p.weight * gpus.clone();
         match goal {
             Goal::Bound | Goal::CostBound { .. } => {}
-            Goal::Extend => {
+            Goal::Extend { .. } => {
                 objective += 1e-3 * gpus.clone();
             }
             Goal::Plan { .. } => {
@@ -597,7 +608,7 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
     match goal {
         Goal::Bound => objective = bound_gpus,
         Goal::CostBound { .. } => objective = cost_expr,
-        Goal::Plan { .. } | Goal::Extend => {}
+        Goal::Plan { .. } | Goal::Extend { .. } => {}
     }
 
     let mut all_vars: Vec<Variable> = Vec::new();
@@ -611,9 +622,14 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         Goal::Plan { .. } => {
             problem.pools.iter().map(|p| p.capacity_gpus() as f64 * p.weight).sum::<f64>() + 1.0
         }
-        Goal::Bound | Goal::CostBound { .. } | Goal::Extend => 0.0,
+        Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
     };
-    let (values, optimal) = run(vars, objective, cons, scale, large)?;
+    let (values, optimal, gap) = run(vars, objective, cons, scale, large)?;
+    // Proven only for the program as solved (pinned programs prove nothing for the full model;
+    // the caller knows). A gap below half a GPU's weight proves the GPU count, which is the cost
+    // only when every GPU weighs the same (unpriced); on priced pools only a zero gap proves it.
+    let widened = gap > relative_gap(scale);
+    let optimal = optimal && !widened && (problem.unit_price.is_none() || gap == 0.0);
     let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
     let round = |x: f64| if x <= 0.0 { 0 } else { x.round() as u64 };
     let mut res = MilpResult { optimal, ..Default::default() };
@@ -638,7 +654,9 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
             mig_ts_nodes: v.zm.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
             nodes: round(val(v.u)),
         });
-        res.extra_nodes.push(v.extra.map_or(0, |e| round(val(e))));
+        // A relaxation's fractional nodes round up (the confirmation in `infeasible` grows them).
+        let ceil = |x: f64| if x <= 1e-6 { 0 } else { (x - 1e-6).ceil() as u64 };
+        res.extra_nodes.push(v.extra.map_or(0, |e| if integer { round(val(e)) } else { ceil(val(e)) }));
     }
     for (pi, p) in problem.pools.iter().enumerate() {
         let v = &pv[pi];
@@ -719,15 +737,15 @@ fn distinct_gpu_cuts(
         .collect()
 }
 
-/// Solves with the selected backend and returns every variable's value and whether the
-/// solver proved optimality.
+/// Solves with the selected backend and returns every variable's value, whether the solver
+/// proved optimality (within the relative gap) and that gap.
 fn run(
     vars: ProblemVariables,
     objective: Expression,
     cons: Vec<Constraint>,
     scale: f64,
     large: bool,
-) -> Result<(HashMap<Variable, f64>, bool), MilpError> {
+) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
     // them (the seed's plan is the same bytes with either).
@@ -767,7 +785,7 @@ fn run(
                     good_lp::solvers::SolutionStatus::GapLimit => !large,
                     good_lp::solvers::SolutionStatus::TimeLimit => false,
                 };
-                Ok((handles.into_iter().map(|v| (v, sol.value(v))).collect(), optimal))
+                Ok((handles.into_iter().map(|v| (v, sol.value(v))).collect(), optimal, gap))
             }
             Err(good_lp::ResolutionError::Infeasible) => Err(MilpError::Infeasible),
             Err(e) => Err(MilpError::Solver(e.to_string())),
@@ -796,7 +814,7 @@ fn run(
                             .enumerate()
                             .map(|(i, v)| (v, values.get(i).copied().unwrap_or(0.0)))
                             .collect();
-                        Ok((map, optimal))
+                        Ok((map, optimal, gap))
                     }
                     Err(_) => {
                         Err(MilpError::Solver("node limit reached before a feasible solution".to_owned()))

@@ -9,12 +9,15 @@
 //! layout in a plan passed [`crate::catalog::layout::validate`]; solver types never leave this module.
 
 mod assign;
+mod bounds;
 mod build;
+pub use build::ALTERNATIVE_PREFIX;
 mod infeasible;
 pub mod latency;
 mod layouts;
 mod milp;
 mod problem;
+pub mod rules;
 #[cfg(test)]
 mod tests;
 
@@ -156,23 +159,144 @@ pub struct ReplicaGroup {
 }
 
 /// How good the plan is, and what it is compared with.
+///
+/// Two kinds of bound (`docs/planner.md`, "Bounds"): `lowerBound` and `costLowerBoundPerHour`
+/// hold for every plan gpuplan's verifier accepts; `modelLowerBound` and
+/// `modelCostLowerBoundPerHour` only for the plans of the planner's own model (which leaves
+/// some valid plans out), so they may be higher. Neither is clamped to the plan.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Quality {
     pub gpus_used: u32,
-    /// No plan can use fewer GPUs than this.
+    /// No plan that gpuplan's verifier accepts uses fewer GPUs than this.
     pub lower_bound: u32,
+    /// No plan of the planner's model uses fewer GPUs (the LP relaxation of its program and
+    /// its options' sizes); plans outside the model may.
+    pub model_lower_bound: u32,
     /// GPUs if every replica had its own whole GPU(s).
     pub one_gpu_per_replica: u32,
     /// GPUs first-fit-decreasing needs, if it finds a plan.
     pub first_fit_decreasing: Option<u32>,
     /// Cost per hour of the GPUs used, when every used pool has a price.
     pub cost_per_hour: Option<f64>,
-    /// No plan costs less per hour than this (the LP relaxation of cost), when every pool has
-    /// a price: then the planner minimises cost, and this is the bound to compare it with.
+    /// No plan the verifier accepts costs less per hour than this, when every pool has a price
+    /// (then the planner minimises cost, and this is the bound to compare it with).
     pub cost_lower_bound_per_hour: Option<f64>,
+    /// No plan of the planner's model costs less per hour (the LP relaxation of cost).
+    pub model_cost_lower_bound_per_hour: Option<f64>,
     /// Cost per hour of the first-fit-decreasing plan, when every pool has a price.
     pub first_fit_decreasing_cost_per_hour: Option<f64>,
+    /// What is proven about the plan's GPU count (its cost, on priced pools).
+    pub proof: Proof,
+}
+
+/// What is proven about a plan's GPU count, or its cost on priced pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Proof {
+    /// It equals the bound valid for every plan: no plan the verifier accepts does better.
+    Optimal,
+    /// Optimal among the plans of the planner's model: the solver proved it for the full
+    /// program, or it equals the model's bound. Plans outside the model may do better.
+    ModelOptimal,
+    /// Nothing proven: compare it with the bounds.
+    Unproven,
+}
+
+/// Cost figures closer than this (relative) are equal: a bound of 350.9999999 is 351.
+const COST_TOLERANCE: f64 = 1e-6;
+
+impl Quality {
+    /// Whether the plan is judged by cost (every pool priced) rather than by GPUs.
+    pub fn priced(&self) -> bool {
+        self.cost_per_hour.is_some() && self.cost_lower_bound_per_hour.is_some()
+    }
+
+    /// One sentence saying how good the plan is and what is proven, the same wherever it is
+    /// shown (`PLAN.md`, `explain`, the `compile` summary).
+    pub fn verdict(&self) -> String {
+        let money = |x: f64| format!("${x:.2}/h");
+        if let (Some(cost), Some(valid)) = (self.cost_per_hour, self.cost_lower_bound_per_hour) {
+            let model = self.model_cost_lower_bound_per_hour.unwrap_or(valid).max(valid);
+            let over_valid = (cost - valid).max(0.0);
+            let over_model = (cost - model).max(0.0);
+            return match self.proof {
+                Proof::Optimal => format!("optimal: no plan costs less than {}", money(valid)),
+                Proof::ModelOptimal => format!(
+                    "optimal among the planner's plans; {} above the bound valid for every plan ({})",
+                    money(over_valid),
+                    money(valid)
+                ),
+                Proof::Unproven => format!(
+                    "not proven optimal: within {} of the planner's bound ({}) and {} of the bound valid for every plan ({})",
+                    money(over_model),
+                    money(model),
+                    money(over_valid),
+                    money(valid)
+                ),
+            };
+        }
+        let model = self.model_lower_bound.max(self.lower_bound);
+        let over_valid = self.gpus_used.saturating_sub(self.lower_bound);
+        let over_model = self.gpus_used.saturating_sub(model);
+        match self.proof {
+            Proof::Optimal => format!("optimal: no plan uses fewer than {} GPU(s)", self.lower_bound),
+            Proof::ModelOptimal => format!(
+                "optimal among the planner's plans; {over_valid} GPU(s) above the bound valid for every plan ({})",
+                self.lower_bound
+            ),
+            Proof::Unproven => format!(
+                "not proven optimal: within {over_model} GPU(s) of the planner's bound ({model}) and {over_valid} of the bound valid for every plan ({})",
+                self.lower_bound
+            ),
+        }
+    }
+
+    /// The one line `compile` prints: GPUs and $/h used, the bound valid for every plan, the
+    /// one-GPU-per-replica baseline, and the verdict; `drains` is the number of nodes to
+    /// re-partition.
+    pub fn summary(&self, drains: usize) -> String {
+        let cost = self.cost_per_hour.map_or_else(String::new, |c| format!(" (${c:.2}/h)"));
+        let bound = match self.cost_lower_bound_per_hour {
+            Some(b) if self.priced() => format!("{} GPU(s), ${b:.2}/h", self.lower_bound),
+            _ => format!("{} GPU(s)", self.lower_bound),
+        };
+        format!(
+            "plan: {} GPU(s) used{cost}; lower bound {bound}; one GPU per replica: {}; {drains} node(s) to re-partition; {}",
+            self.gpus_used,
+            self.one_gpu_per_replica,
+            self.verdict()
+        )
+    }
+
+    /// What is proven, from the figures and whether a solver proved the full program optimal.
+    pub(crate) fn judge(&self, solver_proved: bool) -> Proof {
+        if let (Some(cost), Some(valid)) = (self.cost_per_hour, self.cost_lower_bound_per_hour) {
+            let tol = COST_TOLERANCE * cost.abs().max(1.0);
+            let model = self.model_cost_lower_bound_per_hour.unwrap_or(valid);
+            return if cost <= valid + tol {
+                Proof::Optimal
+            } else if solver_proved || cost <= model + tol {
+                Proof::ModelOptimal
+            } else {
+                Proof::Unproven
+            };
+        }
+        if self.gpus_used <= self.lower_bound {
+            Proof::Optimal
+        } else if solver_proved || self.gpus_used <= self.model_lower_bound {
+            Proof::ModelOptimal
+        } else {
+            Proof::Unproven
+        }
+    }
+}
+
+impl Plan {
+    /// Nodes whose layout or sharing config changes and that must be drained.
+    pub fn drains(&self) -> usize {
+        self.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).count()
+    }
 }
 
 /// Plans a spec. Returns the plan, or diagnostics explaining why no plan exists.
@@ -216,9 +340,11 @@ pub fn plan_traced(
     let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
     let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(&problem));
+    let valid = bounds::valid_bound(&problem);
     tr!(
-        "LP bound: {:.3} GPUs; lower bound {lower_bound} GPUs",
-        relaxed.as_ref().map_or(f64::NAN, |r| r.objective)
+        "LP bound: {:.3} GPUs; model lower bound {lower_bound} GPUs; bound valid for every plan {} GPUs",
+        relaxed.as_ref().map_or(f64::NAN, |r| r.objective),
+        valid.gpus
     );
     let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
     // On priced pools the plan minimises cost: its own bound is the LP relaxation of cost, cut
@@ -240,7 +366,8 @@ pub fn plan_traced(
     let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
     let rounded = guide.filter(|_| milp::is_large(&problem)).and_then(|lp| {
         let pins = round_all(&problem, lp);
-        let r = milp::solve(&problem, goal, &pins).ok()?;
+        let mut r = milp::solve(&problem, goal, &pins).ok()?;
+        r.optimal = false; // pinned: proves nothing for the full program
         tr!("MILP on the rounded relaxation: cost {:.3}", r.cost);
         Some((r, lp.cost))
     });
@@ -262,15 +389,19 @@ pub fn plan_traced(
     if unproven && let Some(relaxed) = &relaxed {
         let pins = round_rates(&problem, relaxed);
         if !pins.is_empty()
-            && let Ok(alt) = milp::solve(&problem, goal, &pins)
+            && let Ok(mut alt) = milp::solve(&problem, goal, &pins)
             && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
         {
+            alt.optimal = false; // pinned: proves nothing for the full program
             solved = Ok(alt);
         }
     }
     // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
     // backtracking version is tried when nothing else gives a plan.
     let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
+        if let Some((f, order)) = assign::ffd_reordered(&problem) {
+            return Ok((f, format!("{why}; first fit in another order ({order}) found this plan"), true));
+        }
         match assign::ffd_search(&problem) {
             Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
             Err(stuck) => {
@@ -300,9 +431,11 @@ pub fn plan_traced(
             }
         }
     };
+    let mut solver_proved = false;
     let (assignment, method, searched) = match (solved, ffd) {
         (Ok(r), ffd) => {
             let optimal = r.optimal;
+            let r_cost = r.cost;
             // Exactly the optimiser's counts; else its replica choices by backtracking (small
             // inputs); else its counts with the replicas that find no room placed by first fit.
             let lay_out = |r: &milp::MilpResult| {
@@ -335,12 +468,14 @@ pub fn plan_traced(
                             "placed by the MILP optimiser, except {} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed",
                             a.repaired
                         )
-                    } else if optimal && problem.unit_price.is_some() {
-                        "placed by the MILP optimiser; its cost per hour is proven optimal".to_owned()
-                    } else if optimal {
-                        "placed by the MILP optimiser; its GPU count is proven optimal".to_owned()
+                    } else if optimal && (a.cost(&problem) - r_cost).abs() <= 1e-6 {
+                        solver_proved = true;
+                        "placed by the MILP optimiser, which proved it optimal for the planner's model".to_owned()
                     } else {
-                        "placed by the MILP optimiser; not proven optimal: its search stopped at the node limit or, on a large program, within 0.2% of the cost bound (or from the relaxation's choices rounded)".to_owned()
+                        format!(
+                            "placed by the MILP optimiser, which did not prove it optimal ({})",
+                            milp::UNPROVEN_WHY
+                        )
                     };
                     (a, how, false)
                 }
@@ -365,10 +500,13 @@ pub fn plan_traced(
     tr!("plan: {} GPUs, cost {:.3}", assignment.gpus_used(), assignment.cost(&problem));
     let ffd_cost = ffd_cost.or_else(|| searched.then(|| assignment.cost(&problem))).zip(problem.unit_price);
     let figures = build::Figures {
-        lower_bound,
+        lower_bound: valid.gpus,
+        model_lower_bound: lower_bound,
+        solver_proved,
         ffd: ffd_gpus,
         method,
-        cost_lower_bound: cost_bound,
+        cost_lower_bound: valid.cost_per_hour,
+        model_cost_lower_bound: cost_bound,
         ffd_cost: ffd_cost.map(|(c, unit)| c * unit),
     };
     build::build(&problem, &assignment, &figures)

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, GpuModel};
-use crate::plan::latency;
 use crate::plan::layouts::{self, Layout};
+use crate::plan::rules;
 use crate::spec::{Demand, Isolation, MigStrategy, Model, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
@@ -207,6 +207,9 @@ pub(crate) struct Problem<'a> {
     /// The cheapest pool's cost per GPU-hour when every pool has one (pool weights are
     /// relative to it), else `None` (the planner then minimises GPUs).
     pub unit_price: Option<f64>,
+    /// Whether some `spread: gpu` model may run on MIG instances (then placements check
+    /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
+    pub mig_spread_models: bool,
 }
 
 /// Builds the problem. Pools whose GPU is unknown to the catalog are skipped (the spec stage
@@ -287,9 +290,19 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     }
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();
     model_specs.sort_by(|a, b| a.name.cmp(&b.name));
-    let models = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
+    let models: Vec<ModelCtx<'_>> = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
     let unit_price = (priced && min_cost.is_finite() && min_cost > 0.0).then_some(min_cost);
-    Problem { spec, pools, models, rename_shared: spec.cluster.time_slicing.rename_by_default, unit_price }
+    let mig_spread_models = models
+        .iter()
+        .any(|m| m.spec.spread == Spread::Gpu && m.options.iter().any(|o| matches!(o.kind, Kind::Mig(_))));
+    Problem {
+        spec,
+        pools,
+        models,
+        rename_shared: spec.cluster.time_slicing.rename_by_default,
+        unit_price,
+        mig_spread_models,
+    }
 }
 
 /// Profiles the planner may create: one full-size compute instance per GPU instance, no media
@@ -406,10 +419,10 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
             );
         } else if m.compute > 1.0 + 1e-9 {
             reject(Reason::Compute, format!("compute {:.2} exceeds one whole GPU", m.compute));
-        } else if let Some(Err(why)) = baseline.map(|(_, b)| latency::predict_p99_ms(b, m.compute, &[])) {
+        } else if let Some(Err(why)) = baseline.map(|(_, b)| rules::whole_p99_ms(b, m.compute)) {
             reject(Reason::Latency, format!("a whole GPU: the latency model refuses: {why}"));
         } else if let Some((slo, pred)) = baseline
-            .and_then(|(slo, b)| latency::predict_p99_ms(b, m.compute, &[]).ok().map(|p| (slo, p)))
+            .and_then(|(slo, b)| rules::whole_p99_ms(b, m.compute).ok().map(|p| (slo, p)))
             .filter(|&(slo, pred)| pred > slo)
         {
             reject(
@@ -424,7 +437,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                 pool: pi,
                 kind: Kind::Whole(1),
                 rps: None,
-                p99_ms: baseline.and_then(|(_, b)| latency::predict_p99_ms(b, m.compute, &[]).ok()),
+                p99_ms: baseline.and_then(|(_, b)| rules::whole_p99_ms(b, m.compute).ok()),
                 size: 1.0,
                 bound_share: 1.0,
             });
@@ -461,7 +474,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                     );
                 } else {
                     let p99 = match baseline.map(|(slo, b)| {
-                        latency::predict_mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute).map(|v| (slo, v))
+                        rules::mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute).map(|v| (slo, v))
                     }) {
                         Some(Err(why)) => {
                             reject(
@@ -525,7 +538,8 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         );
                         break;
                     }
-                    if m.compute * f64::from(k) > eff + 1e-9 {
+                    // Per tenant: any k tenants fit together when each fits 1/k of the efficiency.
+                    if !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, 1.0) {
                         reject(
                             Reason::Compute,
                             format!(
@@ -537,8 +551,8 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                     }
                     if let Some((slo, b)) = baseline {
                         // Worst case: k − 1 neighbours sharing the rest of the efficiency.
-                        let neighbours = vec![eff / f64::from(k); (k - 1) as usize];
-                        let pred = match latency::predict_p99_ms(b, m.compute, &neighbours) {
+                        let neighbours = rules::worst_neighbours(k, eff, 1.0);
+                        let pred = match rules::time_sliced_p99_ms(b, m.compute, &neighbours) {
                             Ok(pred) => pred,
                             Err(why) => {
                                 reject(
@@ -622,17 +636,9 @@ fn rate_options(
             .map(|p| p.name.clone())
     });
     let mut saw_point = false;
-    for point in rate.points.iter().filter(|p| p.gpu.eq_ignore_ascii_case(&pool.gpu.id)) {
+    for point in rate.points.iter().filter(|p| p.gpu == pool.gpu.id) {
         saw_point = true;
-        if point.processes != 1 {
-            continue;
-        }
-        if let Some(slo) = rate.slo_ms
-            && point.latency_ms >= rate.admission_factor * slo
-        {
-            continue;
-        }
-        if !(point.rps.is_finite() && point.rps > 0.0) {
+        if !rate.admits(point, &pool.gpu.id) {
             continue;
         }
         // A whole-GPU-profile measurement is a lower bound for the whole GPU with MIG off.
@@ -712,14 +718,15 @@ fn mig_ts_options(
         let inst = usable_mib(p.memory_mib, policy.memory_headroom);
         let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
         for k in 2..=policy.max_time_slicing_replicas.min(64) {
-            if m.memory_mib as f64 > inst / f64::from(k) || m.compute * f64::from(k) > eff * share + 1e-9 {
+            if m.memory_mib as f64 > inst / f64::from(k)
+                || !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, share)
+            {
                 break;
             }
             let p99 = baseline.map(|(slo, b)| {
                 // Worst case: k − 1 neighbours sharing the rest of the instance's efficiency.
-                let neighbours = vec![eff * share / f64::from(k); (k - 1) as usize];
-                let pred =
-                    latency::predict_mig_time_sliced_p99_ms(b, pool.gpu.sms, p.sms, m.compute, &neighbours);
+                let neighbours = rules::worst_neighbours(k, eff, share);
+                let pred = rules::mig_time_sliced_p99_ms(b, pool.gpu.sms, p.sms, m.compute, &neighbours);
                 (slo, pred.unwrap_or(f64::INFINITY))
             });
             if p99.is_some_and(|(slo, pred)| pred > slo) {

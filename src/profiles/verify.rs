@@ -629,11 +629,14 @@ mod tests {
             quality: Quality {
                 gpus_used: gpus.len() as u32,
                 lower_bound: 0,
+                model_lower_bound: 0,
                 one_gpu_per_replica: 0,
                 first_fit_decreasing: None,
                 cost_per_hour: None,
                 cost_lower_bound_per_hour: None,
+                model_cost_lower_bound_per_hour: None,
                 first_fit_decreasing_cost_per_hour: None,
+                proof: crate::plan::Proof::Unproven,
             },
         }
     }

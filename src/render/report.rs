@@ -28,7 +28,16 @@ pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>
     );
     md.push_str("## Summary\n\n| | GPUs |\n|---|---:|\n");
     let _ = writeln!(md, "| used by this plan | {} |", q.gpus_used);
-    let _ = writeln!(md, "| lower bound (no plan can use fewer) | {} |", q.lower_bound);
+    let _ = writeln!(
+        md,
+        "| lower bound valid for every plan (no plan gpuplan accepts uses fewer) | {} |",
+        q.lower_bound
+    );
+    let _ = writeln!(
+        md,
+        "| lower bound of the planner's model (no plan it can produce uses fewer) | {} |",
+        q.model_lower_bound
+    );
     let _ = writeln!(md, "| one GPU per replica (baseline) | {} |", q.one_gpu_per_replica);
     if let Some(ffd) = q.first_fit_decreasing {
         let _ = writeln!(md, "| first-fit-decreasing | {ffd} |");
@@ -40,7 +49,11 @@ pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>
         Some(cost) => {
             let _ = write!(md, "Cost of the GPUs used: **${cost:.2}/h**");
             if let Some(bound) = q.cost_lower_bound_per_hour {
-                let _ = write!(md, "; no plan costs less than ${bound:.2}/h (the planner minimises cost)");
+                let _ = write!(md, "; no plan gpuplan accepts costs less than ${bound:.2}/h");
+            }
+            if let Some(bound) = q.model_cost_lower_bound_per_hour {
+                let _ =
+                    write!(md, "; none of the planner's model less than ${bound:.2}/h (it minimises cost)");
             }
             if let Some(ffd) = q.first_fit_decreasing_cost_per_hour {
                 let _ = write!(md, "; first-fit-decreasing: ${ffd:.2}/h");
@@ -49,6 +62,7 @@ pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>
         }
         None => md.push_str("Cost: not every pool used has `costPerGpuHour`.\n\n"),
     }
+    let _ = writeln!(md, "Verdict: {}.\n", q.verdict());
 
     md.push_str("## Nodes\n\n");
     for pool in &plan.pools {

@@ -218,6 +218,26 @@ pub struct RateDemand {
     pub points: Vec<MeasuredPoint>,
 }
 
+impl RateDemand {
+    /// The admission rule, defined once (the planner, the verifier and the measurements
+    /// commands call it): a point counts for GPU `gpu_id` (a catalog id, as the spec holds them)
+    /// when it was measured on that GPU with one process (the device plugin cannot run MPS on
+    /// MIG), with a positive finite throughput, and, when there is an SLO, with
+    /// `latency_ms < admission_factor × slo_ms`.
+    pub fn admits(&self, point: &MeasuredPoint, gpu_id: &str) -> bool {
+        point.gpu == gpu_id
+            && point.processes == 1
+            && point.rps.is_finite()
+            && point.rps > 0.0
+            && latency_admitted(point.latency_ms, self.slo_ms, self.admission_factor)
+    }
+}
+
+/// The latency part of [`RateDemand::admits`]: `latency_ms < factor × slo_ms`, or no SLO.
+pub fn latency_admitted(latency_ms: f64, slo_ms: Option<f64>, factor: f64) -> bool {
+    slo_ms.is_none_or(|slo| latency_ms < factor * slo)
+}
+
 /// One measured operating point of a model on one device size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

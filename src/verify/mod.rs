@@ -34,7 +34,8 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, GpuModel, MigProfile, layout};
-use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan};
+use crate::plan::latency::Refusal;
+use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan, rules};
 use crate::spec::{Demand, Isolation, Model, Nodes, Pool, Spec, Spread};
 
 /// Tolerance for comparing shares and rates computed in floating point.
@@ -57,6 +58,8 @@ pub enum Kind {
     Replicas,
     /// A rate demand not covered by the groups' admissible measured points.
     Rate,
+    /// A replica whose predicted p99 latency exceeds its SLO.
+    Latency,
     Spread,
     /// A model placed in a pool or on a GPU type it may not use.
     AllowedPools,
@@ -363,6 +366,14 @@ impl<'a> Checker<'a> {
                             format!("`{}` needs compute {} > 1", m.name, m.compute),
                         );
                     }
+                    // Multi-GPU replicas have no latency model (the planner predicts none).
+                    let p99 = m
+                        .latency
+                        .as_ref()
+                        .and_then(|l| l.baseline_ms)
+                        .filter(|_| m.gpus.unwrap_or(1) <= 1)
+                        .map(|b| rules::whole_p99_ms(b, m.compute));
+                    self.check_latency(&at, m, p99);
                     self.record(m, pool, node, g.index, "nvidia.com/gpu".to_owned(), None);
                 }
             }
@@ -386,8 +397,9 @@ impl<'a> Checker<'a> {
                     );
                 }
                 let share = gpu.memory_mib as f64 * headroom / f64::from(k.max(1));
-                let total: f64 = models.iter().map(|m| m.compute).sum();
-                if total > efficiency + EPS {
+                let computes: Vec<f64> = models.iter().map(|m| m.compute).collect();
+                let total: f64 = computes.iter().sum();
+                if !rules::shared_compute_fits(&computes, k, efficiency, 1.0) {
                     self.push(
                         Kind::Compute,
                         at.clone(),
@@ -500,8 +512,9 @@ impl<'a> Checker<'a> {
                             format!("{} tenants on {k} time-slicing replicas", here.len()),
                         );
                     }
-                    let total: f64 = here.iter().map(|m| m.compute).sum();
-                    if total > efficiency * sm_share + EPS {
+                    let computes: Vec<f64> = here.iter().map(|m| m.compute).collect();
+                    let total: f64 = computes.iter().sum();
+                    if !rules::shared_compute_fits(&computes, k, efficiency, sm_share) {
                         self.push(
                             Kind::Compute,
                             inst_at.clone(),
@@ -556,6 +569,12 @@ impl<'a> Checker<'a> {
                             );
                         }
                         self.check_mig_allowed(&inst_at, m);
+                        let p99 = m
+                            .latency
+                            .as_ref()
+                            .and_then(|l| l.baseline_ms)
+                            .map(|b| rules::mig_p99_ms(b, gpu.sms, p.sms, m.compute));
+                        self.check_latency(&inst_at, m, p99);
                         self.record(m, pool, node, g.index, base.clone(), None);
                     }
                 }
@@ -574,27 +593,48 @@ impl<'a> Checker<'a> {
         first_placed: usize,
     ) {
         let efficiency = self.spec.policy.time_slicing_efficiency;
-        let mut by_resource: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut by_resource: BTreeMap<String, Vec<&'a Model>> = BTreeMap::new();
         // This node's tenants were recorded last, from `first_placed` on.
         for p in self.placed.iter().skip(first_placed).filter(|p| p.shared.is_some()) {
             if let Some(m) = self.model(p.model) {
-                by_resource.entry(p.resource.clone()).or_default().push(m.compute);
+                by_resource.entry(p.resource.clone()).or_default().push(m);
             }
         }
-        for (resource, mut computes) in by_resource {
+        for (resource, tenants) in by_resource {
             let base = resource.strip_suffix(".shared").unwrap_or(&resource);
             let Some(&k) = sharing.get(base) else { continue };
-            let capacity = if base == "nvidia.com/gpu" {
-                1.0
+            let instance = if base == "nvidia.com/gpu" {
+                None
             } else {
                 match gpu.mig.as_ref().and_then(|m| m.profiles.iter().find(|p| p.resource_name() == base)) {
-                    Some(p) => f64::from(p.sms) / f64::from(gpu.sms.max(1)),
+                    Some(p) => Some(p),
                     None => continue,
                 }
             };
-            computes.sort_by(|a, b| b.total_cmp(a));
-            let top: f64 = computes.iter().take(k as usize).sum();
-            if top > efficiency * capacity + EPS {
+            let capacity = instance.map_or(1.0, |p| f64::from(p.sms) / f64::from(gpu.sms.max(1)));
+            let computes: Vec<f64> = tenants.iter().map(|m| m.compute).collect();
+            // Latency with the largest k − 1 other tenants of the resource as neighbours (the
+            // device plugin may put any of them next to this one), in the planner's model.
+            for (i, m) in tenants.iter().enumerate() {
+                let Some(b) = m.latency.as_ref().and_then(|l| l.baseline_ms) else { continue };
+                let mut others: Vec<f64> =
+                    computes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &c)| c).collect();
+                others.sort_by(|x, y| y.total_cmp(x));
+                others.truncate(k.saturating_sub(1) as usize);
+                let p99 = match instance {
+                    None => rules::time_sliced_p99_ms(b, m.compute, &others),
+                    Some(p) => rules::mig_time_sliced_p99_ms(b, gpu.sms, p.sms, m.compute, &others),
+                };
+                self.check_latency(
+                    &format!("{} resource `{resource}`", node_at(&pool.name, &node.name)),
+                    m,
+                    Some(p99),
+                );
+            }
+            let mut sorted = computes.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            let top: f64 = sorted.iter().take(k as usize).sum();
+            if !rules::shared_compute_fits(&computes, k, efficiency, capacity) {
                 self.push(
                     Kind::Compute,
                     node_at(&pool.name, &node.name),
@@ -668,6 +708,29 @@ impl<'a> Checker<'a> {
                 at.to_owned(),
                 format!("`{}` needs {need_mib} MiB, {what} offers {capacity_mib:.0} MiB", m.name),
             );
+        }
+    }
+
+    /// A replica's predicted p99 (the planner's latency model, [`rules`]) within its SLO.
+    /// Rate models are judged by their measured points instead.
+    /// A latency SLO holds when the planner's model predicts a p99 within it; a refusal of the
+    /// model (outside its calibrated range) is a violation too, since the planner refuses it.
+    fn check_latency(&mut self, at: &str, m: &Model, predicted: Option<Result<f64, Refusal>>) {
+        let (Some(l), Some(predicted), Demand::Replicas(_)) = (&m.latency, predicted, &m.demand) else {
+            return;
+        };
+        match predicted {
+            Ok(p99) if p99.is_nan() || p99 > l.p99_ms + EPS => self.push(
+                Kind::Latency,
+                at.to_owned(),
+                format!("`{}` is predicted a p99 of {p99:.1} ms, above its {:.1} ms SLO", m.name, l.p99_ms),
+            ),
+            Ok(_) => {}
+            Err(why) => self.push(
+                Kind::Latency,
+                at.to_owned(),
+                format!("`{}`: the latency model refuses to predict: {why}", m.name),
+            ),
         }
     }
 
@@ -862,8 +925,20 @@ impl<'a> Checker<'a> {
                     );
                 }
                 let mut covered = 0.0;
+                // A time-sliced group covers nothing (no point was measured shared), also when
+                // its resource keeps the exclusive name (`renameByDefault: false`).
+                let shared: BTreeSet<(&str, &str)> = placed
+                    .iter()
+                    .filter(|p| p.shared.is_some())
+                    .map(|p| (p.pool, p.resource.as_str()))
+                    .collect();
                 for group in &mp.groups {
-                    match self.group_rps(m, &group.pool, &group.resource) {
+                    let rps = if shared.contains(&(group.pool.as_str(), group.resource.as_str())) {
+                        None
+                    } else {
+                        self.group_rps(m, &group.pool, &group.resource)
+                    };
+                    match rps {
                         Some(rps) => covered += rps * f64::from(group.replicas),
                         None => self.push(
                             Kind::Rate,
@@ -909,6 +984,7 @@ impl<'a> Checker<'a> {
                         );
                     }
                 }
+                self.check_mig_spread(&at, placed);
             }
             Spread::Node => {
                 for (&(pool, node), &n) in &per_node {
@@ -917,6 +993,44 @@ impl<'a> Checker<'a> {
                             Kind::Spread,
                             at.clone(),
                             format!("{} replicas on node `{node}` of pool `{pool}`", n / per),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// `spread: gpu` on MIG: the device plugin picks which instance of a resource (and so which
+    /// GPU) a pod gets, so two replicas on one node may share a GPU when some GPU of the node
+    /// has two distinct instances, one of each replica's resource (two of it when equal).
+    fn check_mig_spread(&mut self, at: &str, placed: &[Placed<'a>]) {
+        let mut by_node: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+        for p in placed.iter().filter(|p| p.shared.is_none() && p.resource.starts_with("nvidia.com/mig-")) {
+            by_node.entry((p.pool, p.node)).or_default().push(p.resource.as_str());
+        }
+        for ((pool, node), resources) in by_node {
+            let gpu = self.spec.pools.iter().find(|p| p.name == pool).and_then(|p| self.catalog.get(&p.gpu));
+            let Some(node_plan) = self.nodes.get(&(pool, node)).copied() else { continue };
+            let count = |g: &GpuPlan, r: &str| match &g.mode {
+                GpuMode::Mig { instances } => instances
+                    .iter()
+                    .filter_map(|i| gpu.and_then(|gpu| gpu.profile(&i.profile)))
+                    .filter(|p| p.resource_name() == r)
+                    .count(),
+                _ => 0,
+            };
+            for (i, a) in resources.iter().enumerate() {
+                for b in &resources[i + 1..] {
+                    let overlap = node_plan.gpus.iter().any(|g| {
+                        if a == b { count(g, a) >= 2 } else { count(g, a) >= 1 && count(g, b) >= 1 }
+                    });
+                    if overlap {
+                        self.push(
+                            Kind::Spread,
+                            at.to_owned(),
+                            format!(
+                                "replicas on `{a}` and `{b}` of node `{node}` in pool `{pool}`: the device plugin may put them on one GPU"
+                            ),
                         );
                     }
                 }
@@ -987,11 +1101,8 @@ impl<'a> Checker<'a> {
         };
         rate.points
             .iter()
-            .filter(|p| p.processes == 1 && p.profile == profile)
-            .filter(|p| self.catalog.get(&p.gpu).is_some_and(|g| g.id == gpu.id))
-            .filter(|p| rate.slo_ms.is_none_or(|slo| p.latency_ms < rate.admission_factor * slo))
+            .filter(|p| p.profile == profile && rate.admits(p, &gpu.id))
             .map(|p| p.rps)
-            .filter(|rps| rps.is_finite() && *rps > 0.0)
             .max_by(f64::total_cmp)
     }
 
@@ -1013,7 +1124,7 @@ impl<'a> Checker<'a> {
             );
         }
         if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour)
-            && bound > cost + 1e-6
+            && bound > cost + 1e-6 * cost.max(1.0)
         {
             self.push(
                 Kind::Quality,
@@ -1027,6 +1138,40 @@ impl<'a> Checker<'a> {
                 "plan",
                 format!("lower bound {} above GPUs used {}", q.lower_bound, q.gpus_used),
             );
+        }
+        // The model's bounds hold for the planner's own plans, which this plan claims to be.
+        if q.model_lower_bound > q.gpus_used {
+            self.push(
+                Kind::Quality,
+                "plan",
+                format!(
+                    "the planner's model bound {} is above GPUs used {}",
+                    q.model_lower_bound, q.gpus_used
+                ),
+            );
+        }
+        if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.model_cost_lower_bound_per_hour)
+            && bound > cost + 1e-6 * cost.max(1.0)
+        {
+            self.push(
+                Kind::Quality,
+                "plan",
+                format!("the planner's model cost bound {bound:.2}/h is above the plan's {cost:.2}/h"),
+            );
+        }
+        // "Optimal" is claimed only when the plan meets the bound valid for every plan.
+        if q.proof == crate::plan::Proof::Optimal {
+            let met = match (q.cost_per_hour, q.cost_lower_bound_per_hour) {
+                (Some(cost), Some(bound)) => cost <= bound + 1e-6 * cost.max(1.0),
+                _ => q.gpus_used <= q.lower_bound,
+            };
+            if !met {
+                self.push(
+                    Kind::Quality,
+                    "plan",
+                    "the plan is called optimal but does not meet its lower bound",
+                );
+            }
         }
         // On priced pools the plan minimises cost: it may use more (cheaper) GPUs than FFD.
         if let (Some(cost), Some(ffd_cost)) = (q.cost_per_hour, q.first_fit_decreasing_cost_per_hour) {

@@ -82,11 +82,14 @@ fn plan_with(
         quality: Quality {
             gpus_used: used,
             lower_bound: used,
+            model_lower_bound: used,
             one_gpu_per_replica: 3,
             first_fit_decreasing: Some(used),
             cost_per_hour: None,
             cost_lower_bound_per_hour: None,
+            model_cost_lower_bound_per_hour: None,
             first_fit_decreasing_cost_per_hour: None,
+            proof: crate::plan::Proof::Optimal,
         },
     }
 }

@@ -207,11 +207,14 @@ fn quality(used: u32, lower: u32, baseline: u32, cost: Option<f64>) -> Quality {
     Quality {
         gpus_used: used,
         lower_bound: lower,
+        model_lower_bound: lower,
         one_gpu_per_replica: baseline,
         first_fit_decreasing: Some(used),
         cost_per_hour: cost,
         cost_lower_bound_per_hour: cost,
+        model_cost_lower_bound_per_hour: cost,
         first_fit_decreasing_cost_per_hour: cost,
+        proof: gpuplan::plan::Proof::Optimal,
     }
 }
 

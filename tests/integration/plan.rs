@@ -493,7 +493,8 @@ fn mid_size_plan_is_near_the_bound_and_never_worse_than_first_fit() {
     let p = plan(&synthetic(40, 8), &catalog).expect("plans");
     let q = &p.quality;
     assert!(q.first_fit_decreasing.is_none_or(|f| q.gpus_used <= f), "{q:?}");
-    assert!(q.gpus_used <= q.lower_bound + (q.lower_bound / 50).max(1) + 1, "{q:?}");
+    assert!(q.gpus_used <= q.model_lower_bound + (q.model_lower_bound / 50).max(1) + 1, "{q:?}");
+    assert!(q.lower_bound <= q.gpus_used, "{q:?}");
     assert_valid_layouts(&p, &catalog);
     let planned: u32 = p.models.iter().flat_map(|m| &m.groups).map(|g| g.replicas).sum();
     let asked: u32 =
@@ -557,7 +558,7 @@ fn a_huge_autoscaled_pool_only_grows_the_nodes_it_needs() {
     let p = &plan.pools[0];
     let q = &plan.quality;
     assert!(
-        q.gpus_used <= q.lower_bound + 1 && q.first_fit_decreasing.is_some_and(|f| q.gpus_used <= f),
+        q.gpus_used <= q.model_lower_bound + 1 && q.first_fit_decreasing.is_some_and(|f| q.gpus_used <= f),
         "{q:?}"
     );
     assert_eq!(p.nodes.len(), (plan.quality.gpus_used as usize).div_ceil(8).max(2));
@@ -839,8 +840,11 @@ fn priced_pools_minimise_cost_and_report_the_cost_bound() {
     assert_eq!((q.gpus_used, q.lower_bound), (2, 1), "{q:?}");
     assert_eq!(p.models[0].groups[0].pool, "l4");
     assert_eq!(q.cost_per_hour, Some(1.6));
-    let bound = q.cost_lower_bound_per_hour.expect("priced pools have a cost bound");
+    let bound = q.model_cost_lower_bound_per_hour.expect("priced pools have a cost bound");
     assert!(bound > 0.8 && bound <= 1.6, "cost bound {bound}");
+    // Valid for every plan: one `1g` instance per replica on the A100 costs 2 × $0.30/h, but
+    // every plan uses a GPU, at least an L4's $0.80/h.
+    assert_eq!(q.cost_lower_bound_per_hour, Some(0.8), "{q:?}");
     assert!(q.first_fit_decreasing_cost_per_hour.is_some_and(|f| f >= 1.6), "{q:?}");
     assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
     // Without prices the same spec minimises GPUs: one A100 cut into MIG instances.
@@ -851,4 +855,148 @@ fn priced_pools_minimise_cost_and_report_the_cost_bound() {
     let p = plan(&unpriced, &catalog).expect("plans");
     assert_eq!(p.quality.gpus_used, 1);
     assert_eq!(p.quality.cost_lower_bound_per_hour, None);
+}
+
+fn shared_model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model {
+    let mut m = model(name, memory_mib, compute, replicas);
+    m.isolation = Isolation::Shared;
+    m
+}
+
+/// Issue 13: two shared tenants on an L4 (compute 0.5 + 0.2, 8 GiB each) fit one GPU
+/// time-sliced two ways, which the verifier accepts although the planner's model (each tenant
+/// within efficiency / k) does not generate it. The reported bound must hold for that plan,
+/// and "optimal" must not be claimed for the planner's two GPUs.
+#[test]
+fn the_lower_bound_holds_for_a_valid_plan_outside_the_planner_model() {
+    use gpuplan::plan::{DevicePluginConfig, GpuPlan, NodePlan, Proof, ReplicaGroup, Tenant};
+    let catalog = catalog();
+    let s = spec(
+        vec![pool("l4", "L4", 1, named(&["n1", "n2"]))],
+        vec![shared_model("a", 8 * 1024, 0.5, 1), shared_model("b", 8 * 1024, 0.2, 1)],
+    );
+    let p = plan(&s, &catalog).expect("plans");
+    assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
+    assert_eq!(p.quality.lower_bound, 1, "{:?}", p.quality);
+    assert_eq!(p.quality.gpus_used, 2, "the planner's model needs two");
+    assert_ne!(p.quality.proof, Proof::Optimal);
+    assert!(!p.quality.verdict().starts_with("optimal:"), "{}", p.quality.verdict());
+
+    // The one-GPU plan the verifier accepts, by hand.
+    let mut one = p.clone();
+    let node = NodePlan {
+        name: "n1".into(),
+        mig_config: "all-disabled".into(),
+        device_plugin_config: "ts-2".into(),
+        must_drain: false,
+        gpus: vec![GpuPlan {
+            index: 0,
+            mode: GpuMode::TimeSliced { replicas: 2 },
+            tenants: vec![
+                Tenant { model: "a".into(), instance_start: None },
+                Tenant { model: "b".into(), instance_start: None },
+            ],
+        }],
+    };
+    one.pools[0].nodes = vec![node];
+    one.device_plugin_configs.insert(
+        "ts-2".into(),
+        DevicePluginConfig { time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 2)]) },
+    );
+    for m in &mut one.models {
+        m.groups = vec![ReplicaGroup {
+            resource: "nvidia.com/gpu.shared".into(),
+            per_replica: 1,
+            replicas: 1,
+            pool: "l4".into(),
+            nodes: vec!["n1".into()],
+        }];
+    }
+    one.quality.gpus_used = 1;
+    one.quality.model_lower_bound = 1;
+    one.quality.first_fit_decreasing = None;
+    assert_eq!(gpuplan::verify::check(&s, &catalog, &one), vec![], "the hand-made plan is valid");
+    assert!(one.quality.lower_bound <= 1);
+}
+
+/// Issue 13: one A100 with a `3g.40gb` model and four small shared models; one GPU with
+/// `3g.40gb` + 4 × `1g.10gb` (one `1g` time-sliced by two) serves everything, so the bound
+/// valid for every plan is 1 whatever the planner finds.
+#[test]
+fn the_lower_bound_counts_time_slicing_inside_a_mixed_mig_layout() {
+    let catalog = catalog();
+    let mut big = model("big", 35 * 1024, 0.4, 1);
+    big.isolation = Isolation::Hardware;
+    let mut models = vec![big];
+    for i in 0..4 {
+        models.push(shared_model(&format!("s{i}"), 4 * 1024, 0.05, 1));
+    }
+    let s = spec(vec![pool("a100", A100, 1, named(&["n1", "n2"]))], models);
+    let p = plan(&s, &catalog).expect("plans");
+    assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
+    assert_eq!(p.quality.lower_bound, 1, "{:?}", p.quality);
+    if p.quality.gpus_used > 1 {
+        assert_ne!(p.quality.proof, gpuplan::plan::Proof::Optimal);
+    }
+}
+
+/// A bound equal to the cost up to rounding (350.9999999 against 351.00) is equal: the plan
+/// is then called optimal, never "not proven optimal".
+#[test]
+fn cost_equal_to_its_bound_up_to_rounding_is_optimal() {
+    use gpuplan::plan::Proof;
+    let catalog = catalog();
+    let mut l4 = pool("l4", "L4", 1, Nodes::Autoscaled { min: 0, max: 400 });
+    l4.cost_per_gpu_hour = Some(0.7);
+    let p = plan(&spec(vec![l4], vec![model("whole", 20 * 1024, 0.9, 7)]), &catalog).expect("plans");
+    let q = &p.quality;
+    assert_eq!(q.cost_per_hour, Some(4.9), "{q:?}");
+    assert_eq!(q.proof, Proof::Optimal, "{q:?}");
+    assert!(q.verdict().starts_with("optimal: no plan costs less than $4.90/h"), "{}", q.verdict());
+}
+
+/// Issue 12/13: inside a node the device plugin picks which MIG instance of a resource a pod
+/// gets, so two `spread: gpu` replicas on MIG resources of one node share a GPU when some GPU
+/// has an instance of each (two of one resource). Seven `1g` instances per GPU would allow
+/// that; the planner keeps the replicas apart and the verifier (which checks the rule) agrees.
+#[test]
+fn spread_gpu_replicas_on_mig_cannot_be_stacked_by_the_device_plugin() {
+    let catalog = catalog();
+    let mut guard = model("guard", 9000, 0.1, 2);
+    guard.spread = Spread::Gpu;
+    let filler = model("filler", 9000, 0.1, 12);
+    let s = spec(vec![pool("a100", A100, 2, named(&["n1", "n2"]))], vec![guard, filler]);
+    let p = plan(&s, &catalog).expect("plans");
+    assert_eq!(gpuplan::verify::check(&s, &catalog, &p), vec![]);
+    for n in &p.pools[0].nodes {
+        let guards: Vec<(u32, u8)> = n
+            .gpus
+            .iter()
+            .flat_map(|g| {
+                g.tenants
+                    .iter()
+                    .filter(|t| t.model == "guard")
+                    .map(move |t| (g.index, t.instance_start.unwrap_or(0)))
+            })
+            .collect();
+        if guards.len() < 2 {
+            continue;
+        }
+        // Both on this node: no GPU may hold two instances of the profile(s) they use.
+        let profile = |gi: u32, start: u8| -> String {
+            match &n.gpus[gi as usize].mode {
+                GpuMode::Mig { instances } => {
+                    instances.iter().find(|i| i.start == start).map(|i| i.profile.clone()).unwrap_or_default()
+                }
+                _ => String::new(),
+            }
+        };
+        let (a, b) = (profile(guards[0].0, guards[0].1), profile(guards[1].0, guards[1].1));
+        for g in &n.gpus {
+            let GpuMode::Mig { instances } = &g.mode else { continue };
+            let count = |p: &str| instances.iter().filter(|i| i.profile == p).count();
+            let clash = if a == b { count(&a) >= 2 } else { count(&a) >= 1 && count(&b) >= 1 };
+            assert!(!clash, "node {} gpu {}: `guard` on `{a}` and `{b}` may be stacked", n.name, g.index);
+        }
+    }
 }

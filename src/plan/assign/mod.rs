@@ -1,0 +1,439 @@
+//! Concrete assignments: every GPU of every node with its mode and tenants, and the one routine
+//! that places a replica on a device while respecting the node sharing rules and spread.
+//!
+//! In: a [`Problem`]. Out: an [`Assignment`] built either by first-fit-decreasing ([`ffd`]) or by
+//! decomposing the optimiser's per-pool counts ([`decompose`]) — the same type, so that the plan
+//! builder and the comparison with the baseline treat both alike. When the greedy routines fail
+//! on node sharing rules or spread, [`decompose_search`] and [`ffd_search`] backtrack over
+//! nodes, devices and (for first-fit) each replica's options, bounded by a step count.
+//!
+//! Guarantees of every assignment built here: a node never mixes exclusive and time-sliced whole
+//! GPUs, all time-sliced GPUs of a node share one replica count, every MIG GPU holds a valid
+//! layout, spread is honoured, and no node or GPU beyond the pool's capacity is used.
+//!
+//! Files: this one holds the state types and the placement routine every algorithm shares;
+//! `ffd.rs` first-fit-decreasing, `decompose.rs` the decomposition of counts, `search.rs` the
+//! two backtracking searches.
+
+use std::collections::BTreeMap;
+
+use crate::plan::layouts;
+use crate::plan::problem::{Kind, Need, Problem};
+use crate::spec::Spread;
+
+/// One GPU's state.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Dev {
+    Unused,
+    /// MIG disabled, exclusive; `tenant` is the model (also on every GPU of a multi-GPU replica).
+    Whole {
+        tenant: Option<usize>,
+    },
+    /// MIG disabled, time-sliced with `k` replicas.
+    Ts {
+        k: u32,
+        tenants: Vec<usize>,
+    },
+    /// MIG enabled: instance counts per usable profile, and (profile, model) per used instance.
+    Mig {
+        counts: Vec<u8>,
+        tenants: Vec<(usize, usize)>,
+    },
+    /// MIG enabled with only instances of profile `q`, each time-sliced with `k` replicas.
+    MigTs {
+        q: usize,
+        k: u32,
+        counts: Vec<u8>,
+        tenants: Vec<usize>,
+    },
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeA {
+    pub gpus: Vec<Dev>,
+}
+
+impl NodeA {
+    fn new(gpn: u32) -> Self {
+        Self { gpus: vec![Dev::Unused; gpn as usize] }
+    }
+
+    fn has_whole(&self) -> bool {
+        self.gpus.iter().any(|d| matches!(d, Dev::Whole { .. }))
+    }
+
+    /// The time-slicing replica count of this node's whole GPUs, if any is time-sliced.
+    fn ts_k(&self) -> Option<u32> {
+        self.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None })
+    }
+
+    fn hosts(&self, m: usize) -> bool {
+        self.gpus.iter().any(|d| dev_hosts(d, m))
+    }
+
+    /// Whether a time-sliced device of this node (whole or MIG) serves model `m`. A node has
+    /// one time-sliced resource at most (one k for whole GPUs; MIG time-slicing nodes hold one
+    /// profile), so this is "on the same shared resource".
+    fn hosts_shared(&self, m: usize) -> bool {
+        self.gpus.iter().any(|d| matches!(d, Dev::Ts { .. } | Dev::MigTs { .. }) && dev_hosts(d, m))
+    }
+
+    /// `spread: gpu` on MIG: the device plugin, not gpuplan, picks which instance of a MIG
+    /// resource (and so which GPU) a pod gets. Two replicas of a `spread: gpu` model on this
+    /// node are safe only when no GPU has two distinct instances, one of each replica's profile
+    /// (two of it when the profiles are equal). The same rule as the verifier's.
+    pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
+        let mut by_model: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for d in &self.gpus {
+            if let Dev::Mig { tenants, .. } = d {
+                for &(q, m) in tenants {
+                    if problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Gpu) {
+                        by_model.entry(m).or_default().push(q);
+                    }
+                }
+            }
+        }
+        let count = |q: usize| -> Vec<u8> {
+            self.gpus
+                .iter()
+                .map(|d| match d {
+                    Dev::Mig { counts, .. } => counts.get(q).copied().unwrap_or(0),
+                    _ => 0,
+                })
+                .collect()
+        };
+        for qs in by_model.values() {
+            for (i, &a) in qs.iter().enumerate() {
+                for &b in &qs[i + 1..] {
+                    let (ca, cb) = (count(a), count(b));
+                    let clash =
+                        ca.iter().zip(&cb).any(|(&x, &y)| if a == b { x >= 2 } else { x >= 1 && y >= 1 });
+                    if clash {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether the node is reserved for time-sliced MIG instances of one profile.
+    fn has_mig_ts(&self) -> bool {
+        self.gpus.iter().any(|d| matches!(d, Dev::MigTs { .. }))
+    }
+
+    fn gpus_used(&self) -> usize {
+        self.gpus.iter().filter(|d| **d != Dev::Unused).count()
+    }
+
+    pub fn used(&self) -> bool {
+        self.gpus.iter().any(|d| *d != Dev::Unused)
+    }
+}
+
+fn dev_hosts(d: &Dev, m: usize) -> bool {
+    match d {
+        Dev::Unused => false,
+        Dev::Whole { tenant } => *tenant == Some(m),
+        Dev::Ts { tenants, .. } => tenants.contains(&m),
+        Dev::Mig { tenants, .. } => tenants.iter().any(|&(_, t)| t == m),
+        Dev::MigTs { tenants, .. } => tenants.contains(&m),
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PoolA {
+    pub nodes: Vec<NodeA>,
+}
+
+/// Every pool's nodes and GPUs, and per model how many replicas run with which option.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Assignment {
+    pub pools: Vec<PoolA>,
+    /// (model, pool, kind) → replicas.
+    pub replicas: BTreeMap<(usize, usize, Kind), u32>,
+    /// Replicas that [`decompose`] in repair mode placed by first fit (0 for other assignments).
+    pub repaired: u32,
+}
+
+impl Assignment {
+    pub fn gpus_used(&self) -> u64 {
+        self.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus).filter(|d| **d != Dev::Unused).count()
+            as u64
+    }
+
+    pub fn cost(&self, problem: &Problem<'_>) -> f64 {
+        self.pools
+            .iter()
+            .zip(&problem.pools)
+            .map(|(a, p)| {
+                let used = a.nodes.iter().flat_map(|n| &n.gpus).filter(|d| **d != Dev::Unused).count();
+                used as f64 * p.weight
+            })
+            .sum()
+    }
+}
+
+/// How freely [`place`] may change devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Only use devices already configured (decomposition).
+    Fixed,
+    /// Configure unused GPUs and extend MIG layouts (first-fit).
+    Grow,
+}
+
+/// Places one replica of model `m` with `kind` in pool `pi`. Returns whether it found room.
+fn place(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    m: usize,
+    pi: usize,
+    kind: Kind,
+    mode: Mode,
+    node_limit: usize,
+) -> bool {
+    let Some(pool) = problem.pools.get(pi) else { return false };
+    let spread = problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+    let Some(pa) = a.pools.get_mut(pi) else { return false };
+    let mut limit = node_limit.min(pa.nodes.len());
+    if mode == Mode::Grow {
+        // Nodes after the first empty one are all empty: looking at one of them is enough.
+        if let Some(first_empty) = pa.nodes.iter().take(limit).position(|n| !n.used()) {
+            limit = limit.min(first_empty + 1);
+        }
+    }
+    let node_ok = |n: &NodeA| spread != Spread::Node || !n.hosts(m);
+    let gpu_ok = |d: &Dev| spread == Spread::None || !dev_hosts(d, m);
+    match kind {
+        Kind::Whole(count) => {
+            let count = count as usize;
+            for n in pa.nodes.iter_mut().take(limit) {
+                if !node_ok(n) || n.ts_k().is_some() || n.has_mig_ts() {
+                    continue;
+                }
+                let free: Vec<usize> = n
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| match mode {
+                        Mode::Fixed => **d == Dev::Whole { tenant: None },
+                        Mode::Grow => **d == Dev::Unused,
+                    })
+                    .map(|(i, _)| i)
+                    .take(count)
+                    .collect();
+                if free.len() == count {
+                    for i in free {
+                        n.gpus[i] = Dev::Whole { tenant: Some(m) };
+                    }
+                    return true;
+                }
+            }
+            false
+        }
+        Kind::TimeSliced(k) => {
+            // A time-sliced GPU with a free slot first, then (growing) a new one.
+            for pass in 0..2 {
+                if pass == 1 && mode == Mode::Fixed {
+                    break;
+                }
+                for n in pa.nodes.iter_mut().take(limit) {
+                    // Under `spread: gpu` one time-sliced replica per node: the device plugin,
+                    // not gpuplan, picks the physical GPU behind a shared resource.
+                    if !node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
+                        continue;
+                    }
+                    if pass == 1 && (n.has_whole() || n.has_mig_ts() || n.ts_k().is_some_and(|x| x != k)) {
+                        continue;
+                    }
+                    for d in n.gpus.iter_mut() {
+                        match d {
+                            Dev::Ts { k: dk, tenants }
+                                if pass == 0 && *dk == k && (tenants.len() as u32) < k =>
+                            {
+                                if spread != Spread::None && tenants.contains(&m) {
+                                    continue;
+                                }
+                                tenants.push(m);
+                                return true;
+                            }
+                            Dev::Unused if pass == 1 => {
+                                *d = Dev::Ts { k, tenants: vec![m] };
+                                return true;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            false
+        }
+        Kind::MigTs(q, k) => {
+            // Only configured GPUs (the first-fit baseline does not time-slice MIG instances).
+            for n in pa.nodes.iter_mut().take(limit) {
+                if !node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
+                    continue;
+                }
+                for d in n.gpus.iter_mut() {
+                    if let Dev::MigTs { q: dq, k: dk, counts, tenants } = d
+                        && *dq == q
+                        && *dk == k
+                        && (tenants.len() as u64)
+                            < u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0))
+                        && (spread == Spread::None || !tenants.contains(&m))
+                    {
+                        tenants.push(m);
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        Kind::Mig(q) => {
+            // A free instance first, then (growing) an extended layout, then a new MIG GPU.
+            for pass in 0..3 {
+                if pass > 0 && mode == Mode::Fixed {
+                    break;
+                }
+                for n in pa.nodes.iter_mut().take(limit) {
+                    if !node_ok(n) || n.has_mig_ts() {
+                        continue;
+                    }
+                    // A change that would let the device plugin put two `spread: gpu` replicas
+                    // on one GPU is undone (checked only where such models run on MIG).
+                    let guard =
+                        problem.mig_spread_models && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. }));
+                    let before = guard.then(|| n.clone());
+                    for gi in 0..n.gpus.len() {
+                        if let Some(b) = &before
+                            && n.gpus != b.gpus
+                        {
+                            *n = b.clone();
+                        }
+                        let d = &mut n.gpus[gi];
+                        if !gpu_ok(d) {
+                            continue;
+                        }
+                        let placed = match d {
+                            Dev::Mig { counts, tenants } if pass < 2 => {
+                                let used = tenants.iter().filter(|&&(p, _)| p == q).count();
+                                let have = usize::from(counts.get(q).copied().unwrap_or(0));
+                                if pass == 0 && used < have {
+                                    tenants.push((q, m));
+                                    true
+                                } else if pass == 1 && used >= have {
+                                    let mut c = counts.clone();
+                                    if let Some(x) = c.get_mut(q) {
+                                        *x += 1;
+                                    }
+                                    if pool.fits(&c) {
+                                        *counts = c;
+                                        tenants.push((q, m));
+                                        true
+                                    } else {
+                                        false
+                                    }
+                                } else {
+                                    false
+                                }
+                            }
+                            Dev::Unused if pass == 2 => {
+                                let mut c = vec![0u8; pool.profiles.len()];
+                                if let Some(x) = c.get_mut(q) {
+                                    *x = 1;
+                                }
+                                if !pool.fits(&c) {
+                                    return false;
+                                }
+                                *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
+                                true
+                            }
+                            _ => false,
+                        };
+                        if placed && (before.is_none() || n.mig_spread_ok(problem)) {
+                            return true;
+                        }
+                    }
+                    if let Some(b) = before {
+                        *n = b;
+                    }
+                }
+            }
+            false
+        }
+    }
+}
+
+fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assignment {
+    Assignment {
+        pools: problem
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PoolA { nodes: (0..nodes_per_pool(i)).map(|_| NodeA::new(p.gpn)).collect() })
+            .collect(),
+        replicas: BTreeMap::new(),
+        repaired: 0,
+    }
+}
+
+/// Drops MIG instances nobody uses (so that a layout shows exactly what runs, whichever
+/// maximal layout the solver picked), except on GPUs that keep the layout they run today, and
+/// drops trailing unused nodes of autoscaled pools (keeping the pool's minimum).
+fn trim(problem: &Problem<'_>, a: &mut Assignment) {
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        for (ni, node) in pa.nodes.iter_mut().enumerate() {
+            let name = p.node_name(ni);
+            let current = p.spec.current.iter().find(|n| n.node == name);
+            for (gi, d) in node.gpus.iter_mut().enumerate() {
+                let Dev::Mig { counts, tenants } = d else { continue };
+                let kept = current
+                    .and_then(|c| c.gpus.get(gi))
+                    .and_then(|names| layouts::from_names(p.gpu, &p.profiles, names))
+                    .is_some_and(|l| &l.counts == counts);
+                if kept {
+                    continue;
+                }
+                let mut used = vec![0u8; counts.len()];
+                for &(q, _) in tenants.iter() {
+                    if let Some(u) = used.get_mut(q) {
+                        *u += 1;
+                    }
+                }
+                if used.iter().all(|&u| u == 0) {
+                    *d = Dev::Unused;
+                } else {
+                    *counts = used;
+                }
+            }
+        }
+    }
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        if !p.autoscaled {
+            continue;
+        }
+        while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {
+            pa.nodes.pop();
+        }
+    }
+}
+
+/// Spread models first (they have the fewest choices), then larger replicas first.
+fn model_order(problem: &Problem<'_>) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..problem.models.len()).collect();
+    order.sort_by(|&a, &b| {
+        let ma = &problem.models[a];
+        let mb = &problem.models[b];
+        mb.spec.spread.cmp(&ma.spec.spread).then(ma.name().cmp(mb.name()))
+    });
+    order
+}
+
+mod decompose;
+mod ffd;
+mod search;
+
+pub(crate) use decompose::{PoolCounts, decompose};
+pub(crate) use ffd::{ffd, ffd_reordered};
+pub(crate) use search::{decompose_search, ffd_search};

@@ -1,0 +1,89 @@
+//! Rules the planner and the verifier share, each defined once here (the latency model itself
+//! is [`crate::plan::latency`]; the measurement admission rule is
+//! [`crate::spec::RateDemand::admits`]).
+//!
+//! In: figures of a device and its tenants. Out: whether they fit, or a predicted p99.
+//! The verifier calls these same functions, and its tests use hand-made counterexamples so
+//! that a bug shared through them cannot hide.
+
+use crate::plan::latency::{self, Refusal};
+
+/// Slack for comparisons of shares computed in floating point.
+const EPS: f64 = 1e-9;
+
+/// Time-slicing compute: the device plugin picks the device, so any `k` tenants of a shared
+/// resource may land together; they fit when the `k` largest computes together stay within
+/// `efficiency × capacity` (capacity: 1 for a whole GPU, the instance's SM share for MIG).
+pub fn shared_compute_fits(computes: &[f64], k: u32, efficiency: f64, capacity: f64) -> bool {
+    let mut sorted: Vec<f64> = computes.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let top: f64 = sorted.iter().take(k as usize).sum();
+    top <= efficiency * capacity + EPS
+}
+
+/// Predicted p99 of a replica alone on a whole GPU at its own load `compute`, from its p99
+/// measured alone at light load ([`latency::predict_p99_ms`] with no neighbours).
+pub fn whole_p99_ms(baseline_ms: f64, compute: f64) -> Result<f64, Refusal> {
+    latency::predict_p99_ms(baseline_ms, compute, &[])
+}
+
+/// Predicted p99 of a replica alone on a MIG instance (`instance_sms` of `gpu_sms`) at its own
+/// load `compute` (a share of the whole GPU), from its p99 measured on a whole GPU.
+pub fn mig_p99_ms(baseline_ms: f64, gpu_sms: u32, instance_sms: u32, compute: f64) -> Result<f64, Refusal> {
+    latency::predict_mig_p99_ms(baseline_ms, gpu_sms, instance_sms, compute)
+}
+
+/// Predicted p99 of a time-sliced tenant of a whole GPU with compute `own` whose co-tenants
+/// have the computes `neighbours` (shares of the whole GPU).
+pub fn time_sliced_p99_ms(baseline_ms: f64, own: f64, neighbours: &[f64]) -> Result<f64, Refusal> {
+    latency::predict_p99_ms(baseline_ms, own, neighbours)
+}
+
+/// Predicted p99 of a tenant of a time-sliced MIG instance: computes are shares of the whole
+/// GPU; the law sees them as loads of the instance.
+pub fn mig_time_sliced_p99_ms(
+    baseline_ms: f64,
+    gpu_sms: u32,
+    instance_sms: u32,
+    own: f64,
+    neighbours: &[f64],
+) -> Result<f64, Refusal> {
+    latency::predict_mig_time_sliced_p99_ms(baseline_ms, gpu_sms, instance_sms, own, neighbours)
+}
+
+/// The neighbours a time-sliced tenant is admitted against: `k − 1` co-tenants, each at most
+/// `efficiency × capacity / k` (the planner admits a tenant on k slots only when `k × compute`
+/// fits the efficiency, so no co-tenant is larger). `capacity` is 1 for a whole GPU, the
+/// instance's SM share for MIG; the result is in shares of the whole GPU.
+pub fn worst_neighbours(k: u32, efficiency: f64, capacity: f64) -> Vec<f64> {
+    vec![efficiency * capacity / f64::from(k.max(1)); k.saturating_sub(1) as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_k_tenants_judged_by_their_combined_compute() {
+        // 0.5 + 0.2 fit 0.76 together although 2 × 0.5 does not.
+        assert!(shared_compute_fits(&[0.5, 0.2], 2, 0.76, 1.0));
+        // Three tenants on two slots: the two largest decide.
+        assert!(!shared_compute_fits(&[0.5, 0.3, 0.1], 2, 0.76, 1.0));
+        assert!(shared_compute_fits(&[0.4, 0.3, 0.3], 2, 0.76, 1.0));
+        // On a MIG instance with a 1/7 SM share.
+        assert!(!shared_compute_fits(&[0.1, 0.1], 2, 0.76, 1.0 / 7.0));
+    }
+
+    #[test]
+    fn mig_time_slicing_stretches_then_inflates() {
+        let light = mig_p99_ms(10.0, 98, 14, 0.0).expect("in range");
+        assert!((light - 70.0).abs() < 1e-9);
+        let alone = mig_p99_ms(10.0, 98, 14, 0.01).expect("in range");
+        assert!(alone > light, "the replica's own load counts");
+        let sliced = mig_time_sliced_p99_ms(10.0, 98, 14, 0.01, &[0.02]).expect("in range");
+        assert!(sliced > alone);
+        assert!(mig_time_sliced_p99_ms(10.0, 98, 0, 0.01, &[]).is_err());
+        // Compute 0.129 on a 14-of-108-SM instance loads it at 99.5%: refused, not 77 ms.
+        assert!(mig_p99_ms(10.0, 108, 14, 0.129).is_err());
+    }
+}
