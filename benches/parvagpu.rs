@@ -3,8 +3,8 @@
 //! (median of several runs) and prints the markdown table of `docs/parvagpu.md`.
 //!
 //! Run: `cargo bench --bench parvagpu` (add `-- --truncate-slo` for ParvaGPU's whole-millisecond
-//! SLOs, `-- --runs N` for the number of timed runs, default 5). The artifact is read from
-//! `GPUPLAN_PARVAGPU_DIR`, or `../shared/reference/papers/parvagpu` next to the crate.
+//! SLOs, `-- --runs N` for the number of timed runs, default 5). The artifact's data is vendored in
+//! `tests/data/parvagpu/` (provenance and licence in its `README.md`).
 //! Exit code 1 when a plan fails verification or the comparison checks, 2 when the input is missing.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -42,10 +42,7 @@ fn main() -> ExitCode {
         .and_then(|n| n.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let dir = std::env::var_os("GPUPLAN_PARVAGPU_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/papers/parvagpu"),
-        PathBuf::from,
-    );
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/parvagpu");
     let mut texts = Vec::new();
     for (key, path) in Files::paths() {
         match std::fs::read_to_string(dir.join(&path)) {

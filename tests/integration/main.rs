@@ -1,5 +1,6 @@
 //! Whole CLI runs: exit codes, stdout and stderr. One test binary for the whole suite.
 
+mod architecture;
 mod bundle;
 mod catalog;
 mod cli;

@@ -1,9 +1,7 @@
 //! The ParvaGPU SLO1 and SLO2 scenarios planned by the real planner and checked by the
 //! independent verifier (the whole six-scenario run is `cargo bench --bench parvagpu`).
 //!
-//! Needs the planner: enable with `mod parvagpu;` in `main.rs` once `plan::plan` handles
-//! `Demand::Rate`. Reads the artifact through `profiles::parvagpu_dataset` (skipped with a note
-//! when absent, failing under `CI`).
+//! Reads the vendored artifact (`tests/data/parvagpu/`) through `profiles::parvagpu_dataset`.
 
 use gpuplan::catalog::Catalog;
 use gpuplan::profiles::parvagpu::{ImportOptions, bounds};
@@ -12,7 +10,7 @@ use gpuplan::profiles::verify::verify;
 use super::profiles::parvagpu_dataset;
 
 fn plans_and_verifies(scenario: &str) {
-    let Some(dataset) = parvagpu_dataset(ImportOptions::default()) else { return };
+    let dataset = parvagpu_dataset(ImportOptions::default());
     let catalog = Catalog::builtin();
     let scenario = dataset.scenario(scenario).expect("scenario exists");
     let spec = dataset.spec(scenario, &catalog).expect("spec");
