@@ -1,5 +1,5 @@
 //! The ParvaGPU (SC'24) benchmark: plans the six SLO scenarios with `gpuplan::plan::plan`, checks
-//! every plan with the independent verifier (`gpuplan::profiles::verify`), times the planner
+//! every plan with the independent verifier (`gpuplan::verify::check`), times the planner
 //! (median of several runs) and prints the markdown table of `docs/parvagpu.md`.
 //!
 //! Run: `cargo bench --bench parvagpu` (add `-- --truncate-slo` for ParvaGPU's whole-millisecond
@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use gpuplan::bench::parvagpu::{Dataset, Files, ImportOptions, Row, markdown_table};
 use gpuplan::catalog::Catalog;
 use gpuplan::diagnostics::{Sources, render};
-use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, Row, markdown_table};
-use gpuplan::profiles::verify::verify;
+use gpuplan::verify::{check, figures};
 
 fn main() -> ExitCode {
     let started = Instant::now();
@@ -91,12 +91,12 @@ fn main() -> ExitCode {
         }
         row.gpuplan = match result {
             Some(Ok(plan)) => {
-                let v = verify(&spec, &catalog, &plan);
-                for problem in &v.problems {
-                    eprintln!("{}: verification: {problem}", scenario.name);
+                let violations = check(&spec, &catalog, &plan);
+                for violation in &violations {
+                    eprintln!("{}: verification: {violation}", scenario.name);
                 }
-                failed |= !v.is_ok();
-                Ok(v)
+                failed |= !violations.is_empty();
+                Ok((figures(&spec, &catalog, &plan), violations))
             }
             Some(Err(diags)) => {
                 Err(diags.iter().next().map_or_else(|| "no plan".to_owned(), |d| d.message.clone()))
@@ -108,7 +108,7 @@ fn main() -> ExitCode {
     println!("{}", markdown_table(&rows));
     // The comparison the issue asks for.
     let planned: Vec<(&Row, u32)> =
-        rows.iter().filter_map(|r| r.gpuplan.as_ref().ok().map(|v| (r, v.gpus_used))).collect();
+        rows.iter().filter_map(|r| r.gpuplan.as_ref().ok().map(|(f, _)| (r, f.gpus_used))).collect();
     if planned.is_empty() {
         println!("gpuplan columns pending: the planner returned no plan");
     } else {

@@ -6,6 +6,9 @@
 //! [`catalog`] holds the hardware knowledge; [`diagnostics`] every user-facing problem.
 //! See `ARCHITECTURE.md`.
 
+/// The benchmark harness (scenario generators, the ParvaGPU importer): for this crate's tests and
+/// benchmarks only, not a stable API.
+#[doc(hidden)]
 pub mod bench;
 pub mod catalog;
 pub mod cli;

@@ -1,4 +1,7 @@
-//! Generated scenarios for tests and the scale benchmark (`benches/planner.rs`); not used by the CLI.
+//! The benchmark harness, not part of the library's API (`#[doc(hidden)]`): generated scenarios
+//! for tests and the scale benchmark (`benches/planner.rs`) here, the ParvaGPU artifact's importer
+//! and table in [`parvagpu`] (`benches/parvagpu.rs`). Not used by the CLI; it sits above every
+//! stage and no stage imports it (tests may).
 //!
 //! In: a scenario name or size and a seed. Out: a checked [`Spec`] built directly (no manifest
 //! text) and the [`Catalog`] it refers to. Guaranteed: deterministic — the same arguments give
@@ -12,6 +15,8 @@
 //! mixed isolation levels and spreads; replica counts are sized so the demand fills about 55% of
 //! the fleet's GPU-equivalents, which leaves a feasible plan. Demand is in replicas only; the
 //! rate formulation is exercised by the ParvaGPU benchmark.
+
+pub mod parvagpu;
 
 use std::collections::BTreeMap;
 

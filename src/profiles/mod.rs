@@ -1,21 +1,19 @@
 //! Measured per-profile throughput: the file format users benchmark their models into, the
-//! latency admission rule, and importers for published profiles ([`parvagpu`]).
+//! latency admission rule (the ParvaGPU importer is benchmark harness: `crate::bench::parvagpu`).
 //!
 //! In: the text of a measured-points CSV file (format: `docs/measurements.md`), one file per model.
 //! Out: [`MeasuredPoint`]s in file order, or every problem found as coded diagnostics whose
 //! primary label points at the offending header cell, row or field (line and column).
 //! [`admit`] then judges every point against a latency objective and says why each point is
 //! admitted or not; [`best_admitted`] is the one point per (GPU, profile) a rate plan uses.
-//! [`verify`] checks a finished plan against the measurements, independently of the planner.
+//! `crate::verify::check` judges a finished plan against the measurements, independently of the
+//! planner; `crate::verify::figures` reports the rate its replicas cover.
 //!
 //! Guarantees: parsing never panics, whatever the input; every returned point has a non-empty
 //! GPU id, a profile that is `whole` or a GPU-instance profile name, a batch size and a process
 //! count of at least one, and finite, positive `rps` and `latency_ms`; no two points share
 //! (GPU, profile, batch size, processes). Admission only ever admits points measured with one
 //! process (MPS does not run on MIG devices, see `docs/measurements.md`).
-
-pub mod parvagpu;
-pub mod verify;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

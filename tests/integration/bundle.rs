@@ -45,10 +45,18 @@ fn mig_parted(docs: &[(String, Value)]) -> MigPartedConfig {
     serde_saphyr::from_str(&data["config.yaml"]).expect("mig-parted config parses")
 }
 
+/// Hand-built fixtures have fixed plans; the examples' plans come from the solver, and HiGHS and
+/// the default pure-Rust microlp may pick different plans of equal cost, so those snapshots are
+/// recorded per solver (`…@microlp.snap` for the default build).
 #[test]
 fn every_fixture_bundle_matches_its_snapshot() {
     for f in fx::all() {
-        insta::assert_snapshot!(format!("bundle-{}", f.name), bundle(&f).to_text());
+        let text = bundle(&f).to_text();
+        if f.name.starts_with("example-") {
+            crate::per_solver(|| insta::assert_snapshot!(format!("bundle-{}", f.name), text));
+        } else {
+            insta::assert_snapshot!(format!("bundle-{}", f.name), text);
+        }
     }
 }
 
@@ -173,8 +181,8 @@ fn mig_enabled_entries_are_filtered_to_the_planned_gpu_model() {
                 want.sort();
                 want.dedup();
                 let got = match &e.device_filter {
-                    Some(nvidia::OneOrMany::Many(ids)) => ids.clone(),
-                    Some(nvidia::OneOrMany::One(id)) => vec![id.clone()],
+                    Some(nvidia::DeviceFilter::Many(ids)) => ids.clone(),
+                    Some(nvidia::DeviceFilter::One(id)) => vec![id.clone()],
                     None => Vec::new(),
                 };
                 let mut got_sorted = got.clone();

@@ -3,9 +3,9 @@
 //!
 //! Reads the vendored artifact (`tests/data/parvagpu/`) through `profiles::parvagpu_dataset`.
 
+use gpuplan::bench::parvagpu::{ImportOptions, bounds};
 use gpuplan::catalog::Catalog;
-use gpuplan::profiles::parvagpu::{ImportOptions, bounds};
-use gpuplan::profiles::verify::verify;
+use gpuplan::verify::{check, figures};
 
 use super::profiles::parvagpu_dataset;
 
@@ -20,8 +20,9 @@ fn plans_and_verifies(scenario: &str) {
             panic!("no plan for {}: {:?}", scenario.name, d.iter().map(|d| &d.message).collect::<Vec<_>>())
         }
     };
-    let v = verify(&spec, &catalog, &plan);
-    assert!(v.is_ok(), "{} fails verification: {:#?}", scenario.name, v.problems);
+    let violations = check(&spec, &catalog, &plan);
+    assert!(violations.is_empty(), "{} fails verification: {violations:#?}", scenario.name);
+    let v = figures(&spec, &catalog, &plan);
     assert_eq!(v.models.len(), scenario.models.len());
     let lower = bounds(&spec, &catalog).expect("bounds").lower_bound;
     let parvagpu_one_process =

@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
+use gpuplan::bench::parvagpu::{Dataset, Files, ImportOptions, bounds};
 use gpuplan::catalog::Catalog;
 use gpuplan::diagnostics::{Sources, render};
-use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, bounds};
 use gpuplan::profiles::{parse_csv_checked, to_csv};
 
 #[test]

@@ -310,6 +310,7 @@ impl<'c> Validator<'c> {
         }
         true
     }
+}
 
 /// A checked pool with its catalog entry.
 struct CheckedPool {

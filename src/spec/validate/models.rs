@@ -4,8 +4,12 @@
 use super::*;
 
 impl Validator<'_> {
-
-    pub(super) fn models(&mut self, m: &Manifest, pools: &[CheckedPool], policy: &Policy) -> Option<Vec<Model>> {
+    pub(super) fn models(
+        &mut self,
+        m: &Manifest,
+        pools: &[CheckedPool],
+        policy: &Policy,
+    ) -> Option<Vec<Model>> {
         if m.models.is_empty()
             && let Some(span) = m.span.clone()
         {
@@ -113,115 +117,13 @@ impl Validator<'_> {
             }
             None => Some(0),
         };
-        // Ports.
-        let mut ports = Vec::new();
-        let mut port_names = BTreeMap::new();
-        let mut port_numbers: BTreeMap<String, Span> = BTreeMap::new();
-        for p in raw.ports.iter().flatten() {
-            match names::port_name(&p.name.value) {
-                Ok(()) => self.unique(&mut port_names, &p.name, "port"),
-                Err(rule) => self.push(error(
-                    codes::INVALID_NAME,
-                    &p.name.span,
-                    format!("port name `{}` is not an IANA service name: {rule}", p.name.value),
-                    "not a port name",
-                    "use at most 15 lowercase letters, digits and `-`, such as `http` or `grpc`",
-                )),
-            }
-            let number = self.int_in(&p.port, "the port", 1, 65535);
-            if let Some(n) = number {
-                let key = n.to_string();
-                match port_numbers.get(&key) {
-                    Some(first) => self.push(
-                        Diagnostic::error(
-                            codes::DUPLICATE_NAME,
-                            format!("two ports of model `{name}` use the number {n}"),
-                        )
-                        .at(p.port.span.clone(), "second use")
-                        .with_label(first.clone(), "first use")
-                        .with_help("give every port of a container its own number"),
-                    ),
-                    None => {
-                        port_numbers.insert(key, p.port.span.clone());
-                    }
-                }
-            }
-            let protocol = p.protocol.as_ref().map_or("TCP", |p| p.value.as_str());
-            const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
-            if !PROTOCOLS.contains(&protocol)
-                && let Some(pr) = &p.protocol
-            {
-                let help = match PROTOCOLS.iter().find(|x| x.eq_ignore_ascii_case(protocol)) {
-                    Some(x) => format!("did you mean `{x}`? protocols are upper case"),
-                    None => format!("the protocol is one of {}", ticks(PROTOCOLS)),
-                };
-                self.invalid(&pr.span, format!("unknown protocol `{protocol}`"), "not a protocol", help);
-            }
-            if let Some(n) = number {
-                ports.push(Port {
-                    name: p.name.value.clone(),
-                    port: n as u16,
-                    protocol: protocol.to_owned(),
-                });
-            }
-        }
-        // Environment: defaults first, the model's own values win per name.
-        let mut env: Vec<(String, String)> = Vec::new();
-        for (k, v) in defaults.env.iter().flat_map(|e| e.0.iter()) {
-            env.push((k.value.clone(), v.value.clone()));
-        }
-        for (k, v) in raw.env.iter().flat_map(|e| e.0.iter()) {
-            self.env_name(k);
-            match env.iter_mut().find(|(name, _)| *name == k.value) {
-                Some(slot) => slot.1 = v.value.clone(),
-                None => env.push((k.value.clone(), v.value.clone())),
-            }
-        }
-        // Latency.
-        let latency = raw.latency.as_ref().and_then(|l| {
-            let p99 = self.duration(&l.p99);
-            let baseline = match &l.baseline {
-                Some(b) => Some(self.duration(b)?),
-                None => None,
-            };
-            if let (Some(p), Some(b)) = (p99, baseline)
-                && b >= p {
-                    if let Some(bs) = &l.baseline {
-                        self.invalid(&bs.span, format!("the baseline latency ({b} ms) is not below the objective `p99` ({p} ms)"), "not below p99", "the baseline is the latency on a whole, idle GPU; the objective must leave room above it");
-                    }
-                    return None;
-                }
-            Some(Latency { p99_ms: p99?, baseline_ms: baseline })
-        });
+        let ports = self.ports(name, raw);
+        let env = self.env(raw, defaults);
+        let latency = raw.latency.as_ref().and_then(|l| self.latency(l));
         if raw.latency.is_some() && latency.is_none() {
             ok = false;
         }
-        // Pools the model may use.
-        let pool_filter = raw.pools.as_ref().or(defaults.pools.as_ref());
-        if let Some(list) = &raw.pools {
-            for p in list {
-                ok &= self.pool_ref(p, pool_names);
-            }
-        }
-        let mut gpu_types = Vec::new();
-        if let Some(list) = &raw.gpu_types {
-            for g in list {
-                match self.gpu(g) {
-                    Some(gpu) => gpu_types.push(gpu.id.clone()),
-                    None => ok = false,
-                }
-            }
-        } else if let Some(list) = &defaults.gpu_types {
-            gpu_types =
-                list.iter().filter_map(|g| self.catalog.get(&g.value).map(|g| g.id.clone())).collect();
-        }
-        let mut model_pools: Vec<String> =
-            pool_filter.map(|l| l.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
-        // Filters are sets: sorted and deduplicated so that their order never reaches the plan.
-        model_pools.sort();
-        model_pools.dedup();
-        gpu_types.sort();
-        gpu_types.dedup();
+        let (model_pools, gpu_types) = self.pool_filters(raw, defaults, pool_names, &mut ok);
         let eligible: Vec<&CheckedPool> = pools
             .iter()
             .filter(|p| model_pools.is_empty() || model_pools.contains(&p.pool.name))
@@ -240,42 +142,7 @@ impl Validator<'_> {
             self.push(error(codes::NO_ELIGIBLE_POOL, &span, format!("model `{name}` may use no pool of the inventory"), "excludes every pool", "its `pools` and `gpuTypes` together exclude every pool; widen one of them or add a matching pool"));
             ok = false;
         }
-        // Conflicts.
-        if let (Some(r), Some(d)) = (&raw.replicas, &raw.demand) {
-            let span = d.span.clone().unwrap_or_else(|| d.rate.span.clone());
-            self.push(
-                Diagnostic::error(codes::CONFLICTING_FIELDS, format!("model `{name}` has both `replicas` and `demand`"))
-                    .at(span, "`demand` here")
-                    .with_label(r.span.clone(), "`replicas` here")
-                    .with_help("give a fixed `replicas` count, or a `demand` that gpuplan sizes, not both (use `demand.minReplicas` for a floor)"),
-            );
-            ok = false;
-        }
-        if let (Some(g), Some(i)) = (&raw.gpus, &raw.isolation)
-            && i.value == Isolation::Shared
-        {
-            self.push(
-                Diagnostic::error(
-                    codes::CONFLICTING_FIELDS,
-                    format!(
-                        "model `{name}` asks for whole GPUs (`gpus`) and time-slicing (`isolation: shared`)"
-                    ),
-                )
-                .at(i.span.clone(), "`shared` here")
-                .with_label(g.span.clone(), "`gpus` here")
-                .with_help("a multi-GPU replica owns its GPUs: drop `isolation: shared`, or drop `gpus`"),
-            );
-            ok = false;
-        }
-        if llm && isolation == Isolation::Shared && policy.llm_never_time_sliced {
-            let span = raw
-                .isolation
-                .as_ref()
-                .or(defaults.isolation.as_ref())
-                .map_or(model_span.clone(), |i| i.span.clone());
-            self.push(error(codes::POLICY_VIOLATION, &span, format!("model `{name}` is an LLM and may be time-sliced, which `policy.llmNeverTimeSliced` forbids"), "time-slicing allowed here", "use `isolation: hardware` or `dedicated`, or set `policy.llmNeverTimeSliced: false`"));
-            ok = false;
-        }
+        ok &= self.conflicts(raw, defaults, name, llm && isolation == Isolation::Shared, policy, &model_span);
         // Demand.
         let demand = match &raw.demand {
             None => match &raw.replicas {
@@ -345,6 +212,183 @@ impl Validator<'_> {
             span: Some(raw.name.span.clone()),
         })
         .filter(|_| ok)
+    }
+
+    /// The container's ports: IANA names, unique names and numbers, known protocols.
+    fn ports(&mut self, name: &str, raw: &raw::Model) -> Vec<Port> {
+        let mut ports = Vec::new();
+        let mut port_names = BTreeMap::new();
+        let mut port_numbers: BTreeMap<String, Span> = BTreeMap::new();
+        for p in raw.ports.iter().flatten() {
+            match names::port_name(&p.name.value) {
+                Ok(()) => self.unique(&mut port_names, &p.name, "port"),
+                Err(rule) => self.push(error(
+                    codes::INVALID_NAME,
+                    &p.name.span,
+                    format!("port name `{}` is not an IANA service name: {rule}", p.name.value),
+                    "not a port name",
+                    "use at most 15 lowercase letters, digits and `-`, such as `http` or `grpc`",
+                )),
+            }
+            let number = self.int_in(&p.port, "the port", 1, 65535);
+            if let Some(n) = number {
+                let key = n.to_string();
+                match port_numbers.get(&key) {
+                    Some(first) => self.push(
+                        Diagnostic::error(
+                            codes::DUPLICATE_NAME,
+                            format!("two ports of model `{name}` use the number {n}"),
+                        )
+                        .at(p.port.span.clone(), "second use")
+                        .with_label(first.clone(), "first use")
+                        .with_help("give every port of a container its own number"),
+                    ),
+                    None => {
+                        port_numbers.insert(key, p.port.span.clone());
+                    }
+                }
+            }
+            let protocol = p.protocol.as_ref().map_or("TCP", |p| p.value.as_str());
+            const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
+            if !PROTOCOLS.contains(&protocol)
+                && let Some(pr) = &p.protocol
+            {
+                let help = match PROTOCOLS.iter().find(|x| x.eq_ignore_ascii_case(protocol)) {
+                    Some(x) => format!("did you mean `{x}`? protocols are upper case"),
+                    None => format!("the protocol is one of {}", ticks(PROTOCOLS)),
+                };
+                self.invalid(&pr.span, format!("unknown protocol `{protocol}`"), "not a protocol", help);
+            }
+            if let Some(n) = number {
+                ports.push(Port {
+                    name: p.name.value.clone(),
+                    port: n as u16,
+                    protocol: protocol.to_owned(),
+                });
+            }
+        }
+        ports
+    }
+
+    /// Environment: defaults first, the model's own values win per name.
+    fn env(&mut self, raw: &raw::Model, defaults: &raw::ModelDefaults) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = Vec::new();
+        for (k, v) in defaults.env.iter().flat_map(|e| e.0.iter()) {
+            env.push((k.value.clone(), v.value.clone()));
+        }
+        for (k, v) in raw.env.iter().flat_map(|e| e.0.iter()) {
+            self.env_name(k);
+            match env.iter_mut().find(|(name, _)| *name == k.value) {
+                Some(slot) => slot.1 = v.value.clone(),
+                None => env.push((k.value.clone(), v.value.clone())),
+            }
+        }
+        env
+    }
+
+    /// The latency objective: `p99` and `baseline` parse, and the baseline is below `p99`.
+    fn latency(&mut self, l: &raw::Latency) -> Option<Latency> {
+        let p99 = self.duration(&l.p99);
+        let baseline = match &l.baseline {
+            Some(b) => Some(self.duration(b)?),
+            None => None,
+        };
+        if let (Some(p), Some(b)) = (p99, baseline)
+            && b >= p
+        {
+            if let Some(bs) = &l.baseline {
+                self.invalid(&bs.span, format!("the baseline latency ({b} ms) is not below the objective `p99` ({p} ms)"), "not below p99", "the baseline is the latency on a whole, idle GPU; the objective must leave room above it");
+            }
+            return None;
+        }
+        Some(Latency { p99_ms: p99?, baseline_ms: baseline })
+    }
+
+    /// The model's `pools` and `gpuTypes`, checked, sorted and deduplicated; `ok` turns false when
+    /// one does not exist.
+    fn pool_filters(
+        &mut self,
+        raw: &raw::Model,
+        defaults: &raw::ModelDefaults,
+        pool_names: &[&str],
+        ok: &mut bool,
+    ) -> (Vec<String>, Vec<String>) {
+        // Pools the model may use.
+        let pool_filter = raw.pools.as_ref().or(defaults.pools.as_ref());
+        if let Some(list) = &raw.pools {
+            for p in list {
+                *ok &= self.pool_ref(p, pool_names);
+            }
+        }
+        let mut gpu_types = Vec::new();
+        if let Some(list) = &raw.gpu_types {
+            for g in list {
+                match self.gpu(g) {
+                    Some(gpu) => gpu_types.push(gpu.id.clone()),
+                    None => *ok = false,
+                }
+            }
+        } else if let Some(list) = &defaults.gpu_types {
+            gpu_types =
+                list.iter().filter_map(|g| self.catalog.get(&g.value).map(|g| g.id.clone())).collect();
+        }
+        let mut model_pools: Vec<String> =
+            pool_filter.map(|l| l.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
+        // Filters are sets: sorted and deduplicated so that their order never reaches the plan.
+        model_pools.sort();
+        model_pools.dedup();
+        gpu_types.sort();
+        gpu_types.dedup();
+        (model_pools, gpu_types)
+    }
+
+    /// Fields that contradict each other or the policy; false when there is one.
+    fn conflicts(
+        &mut self,
+        raw: &raw::Model,
+        defaults: &raw::ModelDefaults,
+        name: &str,
+        llm_time_sliced: bool,
+        policy: &Policy,
+        model_span: &Span,
+    ) -> bool {
+        let mut ok = true;
+        if let (Some(r), Some(d)) = (&raw.replicas, &raw.demand) {
+            let span = d.span.clone().unwrap_or_else(|| d.rate.span.clone());
+            self.push(
+                Diagnostic::error(codes::CONFLICTING_FIELDS, format!("model `{name}` has both `replicas` and `demand`"))
+                    .at(span, "`demand` here")
+                    .with_label(r.span.clone(), "`replicas` here")
+                    .with_help("give a fixed `replicas` count, or a `demand` that gpuplan sizes, not both (use `demand.minReplicas` for a floor)"),
+            );
+            ok = false;
+        }
+        if let (Some(g), Some(i)) = (&raw.gpus, &raw.isolation)
+            && i.value == Isolation::Shared
+        {
+            self.push(
+                Diagnostic::error(
+                    codes::CONFLICTING_FIELDS,
+                    format!(
+                        "model `{name}` asks for whole GPUs (`gpus`) and time-slicing (`isolation: shared`)"
+                    ),
+                )
+                .at(i.span.clone(), "`shared` here")
+                .with_label(g.span.clone(), "`gpus` here")
+                .with_help("a multi-GPU replica owns its GPUs: drop `isolation: shared`, or drop `gpus`"),
+            );
+            ok = false;
+        }
+        if llm_time_sliced && policy.llm_never_time_sliced {
+            let span = raw
+                .isolation
+                .as_ref()
+                .or(defaults.isolation.as_ref())
+                .map_or(model_span.clone(), |i| i.span.clone());
+            self.push(error(codes::POLICY_VIOLATION, &span, format!("model `{name}` is an LLM and may be time-sliced, which `policy.llmNeverTimeSliced` forbids"), "time-slicing allowed here", "use `isolation: hardware` or `dedicated`, or set `policy.llmNeverTimeSliced: false`"));
+            ok = false;
+        }
+        ok
     }
 
     pub(super) fn fits(

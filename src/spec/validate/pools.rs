@@ -3,7 +3,6 @@
 use super::*;
 
 impl Validator<'_> {
-
     pub(super) fn pools(&mut self, m: &Manifest) -> Vec<CheckedPool> {
         if m.inventory.pools.is_empty() {
             let span = m.inventory.span.clone().or_else(|| m.span.clone());
@@ -44,7 +43,11 @@ impl Validator<'_> {
         }
     }
 
-    pub(super) fn pool(&mut self, p: &raw::Pool, nodes_seen: &mut BTreeMap<String, Span>) -> Option<CheckedPool> {
+    pub(super) fn pool(
+        &mut self,
+        p: &raw::Pool,
+        nodes_seen: &mut BTreeMap<String, Span>,
+    ) -> Option<CheckedPool> {
         let gpu = self.gpu(&p.gpu);
         let gpus_per_node = self.int_in(&p.gpus_per_node, "`gpusPerNode`", 1, MAX_GPUS_PER_NODE);
         let nodes = match (&p.nodes, &p.count) {
