@@ -18,5 +18,6 @@ pub mod manifest;
 pub mod plan;
 pub mod profiles;
 pub mod render;
+pub mod simulate;
 pub mod spec;
 pub mod verify;

@@ -13,6 +13,7 @@ mod diff;
 mod explain;
 mod lint;
 mod schema;
+mod simulate;
 mod validate;
 
 use std::io::{self, IsTerminal, Write};
@@ -78,6 +79,7 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     Validate(validate::ValidateArgs),
     Schema(schema::SchemaArgs),
+    Simulate(simulate::SimulateArgs),
     Catalog(catalog::CatalogArgs),
     #[command(name = "validate-mig-config")]
     ValidateMigConfig(lint::LintArgs),
@@ -163,6 +165,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
         Command::Explain(args) => explain::run(&ctx, &args),
         Command::Validate(args) => validate::run(&ctx, &args),
         Command::Schema(args) => schema::run(&ctx, &args),
+        Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Catalog(args) => catalog::run(&ctx, &args),
         Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
         Command::Completions(args) => completions::run(&ctx, &args),

@@ -60,6 +60,7 @@ const STAGES: &[&[&str]] = &[
     &["plan"],
     &["verify"],
     &["render"],
+    &["simulate"],
     &["emit"],
     &["cli"],
     &["bench"],

@@ -26,6 +26,7 @@ fn every_help_text_is_reviewed() {
         &["catalog", "list"],
         &["catalog", "show"],
         &["validate-mig-config"],
+        &["simulate"],
         &["completions"],
     ];
     for args in commands {

@@ -14,6 +14,7 @@ mod parvagpu;
 mod plan;
 mod profiles;
 mod properties;
+mod simulate;
 mod tools;
 
 /// Runs `f` with the snapshot suffix of the solver this build plans with: none for HiGHS (the

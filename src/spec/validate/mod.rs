@@ -299,6 +299,7 @@ impl<'c> Validator<'c> {
                 helm_values: out.helm_values.as_ref().is_none_or(|b| b.value),
                 argocd,
                 flux,
+                namespaces: out.namespaces.as_ref().is_none_or(|b| b.value),
             },
         })
     }

@@ -190,6 +190,12 @@ impl Validator<'_> {
                 .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
             );
         }
+        let deployment = crate::spec::deployment::validate(
+            &mut self.diags,
+            raw.deployment.as_ref(),
+            defaults.deployment.as_ref(),
+            &ports,
+        );
         Some(Model {
             name: name.clone(),
             image: raw.image.value.clone(),
@@ -208,6 +214,7 @@ impl Validator<'_> {
             gpu_types,
             priority: priority?,
             llm,
+            deployment,
             // The model's name: what a planner diagnostic about the model should underline.
             span: Some(raw.name.span.clone()),
         })
