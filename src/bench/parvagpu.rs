@@ -26,7 +26,7 @@ use crate::catalog::{Catalog, GpuModel};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, codes};
 use crate::spec::{Demand, MeasuredPoint, Model, Nodes, RateDemand, Spec};
 
-use crate::profiles::{DEFAULT_ADMISSION_FACTOR, WHOLE, best_admitted, fmt_num};
+use crate::measurements::{DEFAULT_ADMISSION_FACTOR, WHOLE, best_admitted, fmt_num};
 use crate::verify::{Figures, Violation};
 
 /// ParvaGPU's models, in the column order of its SLO files (alphabetical file order).

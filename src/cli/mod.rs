@@ -11,7 +11,9 @@ mod compile;
 mod completions;
 mod diff;
 mod explain;
+mod latency;
 mod lint;
+mod measurements;
 mod schema;
 mod simulate;
 mod validate;
@@ -83,6 +85,8 @@ pub enum Command {
     Catalog(catalog::CatalogArgs),
     #[command(name = "validate-mig-config")]
     ValidateMigConfig(lint::LintArgs),
+    Latency(latency::LatencyArgs),
+    Measurements(measurements::MeasurementsArgs),
     Completions(completions::CompletionsArgs),
 }
 
@@ -168,6 +172,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
         Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Catalog(args) => catalog::run(&ctx, &args),
         Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
+        Command::Latency(args) => latency::run(&ctx, &args),
+        Command::Measurements(args) => measurements::run(&ctx, &args),
         Command::Completions(args) => completions::run(&ctx, &args),
     }
 }

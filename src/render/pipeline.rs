@@ -60,6 +60,8 @@ pub fn check_manifest(
         Ok((spec, warnings)) if !problems.has_errors() => Ok(Checked { spec, warnings }),
         Ok((_, diags)) | Err(diags) => {
             problems.extend(diags);
+            // Advice about a plan (`memory-headroom-margin`) is noise next to errors.
+            problems.0.retain(|d| d.code != codes::MEMORY_HEADROOM_MARGIN);
             problems.sort();
             Err(problems)
         }
@@ -105,7 +107,7 @@ fn load_measurements(
             continue;
         }
         let points = match read(&reference.value) {
-            Ok((file, text)) => match crate::profiles::parse_csv(sources, &file, &text) {
+            Ok((file, text)) => match crate::measurements::parse_csv(sources, &file, &text) {
                 Ok(points) => points,
                 Err(d) => {
                     diags.extend(d);

@@ -6,6 +6,7 @@
 //! as diagnostics. Only [`validate`] builds a `Spec`.
 
 pub mod deployment;
+mod headroom;
 pub mod names;
 pub mod units;
 mod validate;

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::catalog::layout::PlacedInstance;
 use crate::catalog::{Catalog, GpuModel};
+use crate::measurements::{WHOLE, best_admitted};
 use crate::plan::{GpuMode, Plan};
-use crate::profiles::{WHOLE, best_admitted};
 use crate::spec::{Demand, Spec};
 
 /// What a plan uses and serves.

@@ -56,7 +56,7 @@ const STAGES: &[&[&str]] = &[
     &["catalog"],
     &["manifest"],
     &["spec"],
-    &["profiles", "measurements"],
+    &["measurements"],
     &["plan"],
     &["verify"],
     &["render"],

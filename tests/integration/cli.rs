@@ -26,6 +26,9 @@ fn every_help_text_is_reviewed() {
         &["catalog", "list"],
         &["catalog", "show"],
         &["validate-mig-config"],
+        &["latency"],
+        &["measurements"],
+        &["measurements", "import"],
         &["simulate"],
         &["completions"],
     ];

@@ -8,6 +8,7 @@ mod docs;
 mod emit;
 mod examples;
 mod fixtures_plans;
+mod latency;
 mod lint;
 mod manifest;
 mod parvagpu;

@@ -31,6 +31,9 @@ impl Validator<'_> {
         }
         if let Some(path) = &d.measurements {
             match m.measurements.get(&path.value) {
+                // A loaded file always has points (`measurement-empty` otherwise); an empty one
+                // failed to parse and its own diagnostics say why: no second, vaguer error here.
+                Some(loaded) if loaded.is_empty() => ok = false,
                 Some(loaded) => points.extend(loaded.iter().cloned()),
                 None => {
                     self.push(error(

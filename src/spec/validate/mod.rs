@@ -52,6 +52,10 @@ pub fn validate(manifest: &Manifest, catalog: &Catalog) -> Result<(Spec, Diagnos
     let mut v = Validator { catalog, diags: Diagnostics::new() };
     let spec = v.spec(manifest);
     let mut diags = v.diags;
+    if diags.has_errors() {
+        // A near miss of the memory headroom is advice about a plan; with errors there is none.
+        diags.0.retain(|d| d.code != codes::MEMORY_HEADROOM_MARGIN);
+    }
     diags.sort();
     match spec {
         Some(spec) if !diags.has_errors() => Ok((spec, diags)),
@@ -173,12 +177,7 @@ impl<'c> Validator<'c> {
     fn gpu(&mut self, id: &Sp<String>) -> Option<&'c GpuModel> {
         let catalog = self.catalog;
         catalog.get(&id.value).or_else(|| {
-            let help = match nearest(&id.value, self.catalog.ids()) {
-                Some(n) => format!("did you mean `{n}`? `gpuplan catalog list` shows every id"),
-                None => {
-                    "`gpuplan catalog list` shows every id; add new hardware with `--catalog DIR`".to_owned()
-                }
-            };
+            let help = crate::catalog::suggestion_help(&catalog.suggest(&id.value));
             self.push(error(
                 codes::UNKNOWN_GPU,
                 &id.span,

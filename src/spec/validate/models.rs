@@ -156,13 +156,26 @@ impl Validator<'_> {
             Some(Demand::Rate(r)) => Some(r.min_replicas),
             None => None,
         };
-        // Can one replica run at all, on the pools it may use?
-        if let Some(mem) = memory_mib {
+        // Can one replica run at all, on the pools it may use? Not judged when a pool or filter
+        // could not be read (an unknown GPU is one diagnostic, not a cascade).
+        if let Some(mem) = memory_mib.filter(|_| pools_complete) {
             self.fits(raw, name, mem, gpus, &eligible, policy);
+            let gpu_models: Vec<&GpuModel> = eligible.iter().map(|p| &p.gpu).collect();
+            self.diags.extend(
+                crate::spec::headroom::near_misses(
+                    name,
+                    mem,
+                    policy.memory_headroom,
+                    &gpu_models,
+                    &raw.memory.span,
+                )
+                .into_iter()
+                .collect(),
+            );
         }
         if let Some(n) = gpus {
             let most = eligible.iter().map(|p| p.pool.gpus_per_node).max().unwrap_or(0);
-            if !eligible.is_empty() && n > most {
+            if pools_complete && !eligible.is_empty() && n > most {
                 if let Some(g) = &raw.gpus {
                     self.push(error(codes::GPUS_EXCEED_NODE, &g.span, format!("model `{name}` needs {n} GPUs on one node, but its pools have at most {most} per node"), "more than a node has", "lower `gpus`, or add a pool with bigger nodes"));
                 }
@@ -177,6 +190,7 @@ impl Validator<'_> {
         }
         if isolation == Isolation::Hardware
             && gpus.is_none()
+            && pools_complete
             && !eligible.is_empty()
             && eligible.iter().all(|p| !p.gpu.is_mig_capable())
         {

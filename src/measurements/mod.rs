@@ -15,6 +15,8 @@
 //! (GPU, profile, batch size, processes). Admission only ever admits points measured with one
 //! process (MPS does not run on MIG devices, see `docs/measurements.md`).
 
+pub mod import;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -276,10 +278,7 @@ fn parse_gpu(
         None => {
             let mut d = Diagnostic::error(codes::MEASUREMENT_GPU, format!("unknown GPU `{}`", field.text))
                 .at(span, "not in the catalog");
-            d = match nearest(field.text, catalog.ids()) {
-                Some(n) => d.with_help(format!("did you mean `{n}`?")),
-                None => d.with_help("`gpuplan catalog list` shows the known GPUs"),
-            };
+            d = d.with_help(crate::catalog::suggestion_help(&catalog.suggest(field.text)));
             diags.push(d);
             None
         }
