@@ -1,10 +1,10 @@
 //! The ParvaGPU (SC'24) benchmark: plans the six SLO scenarios with `gpuplan::plan::plan`, checks
-//! every plan with the independent verifier (`gpuplan::profiles::verify`), times the planner
+//! every plan with the independent verifier (`gpuplan::verify::check`), times the planner
 //! (median of several runs) and prints the markdown table of `docs/parvagpu.md`.
 //!
 //! Run: `cargo bench --bench parvagpu` (add `-- --truncate-slo` for ParvaGPU's whole-millisecond
-//! SLOs, `-- --runs N` for the number of timed runs, default 5). The artifact is read from
-//! `GPUPLAN_PARVAGPU_DIR`, or `../shared/reference/papers/parvagpu` next to the crate.
+//! SLOs, `-- --runs N` for the number of timed runs, default 5). The artifact's data is vendored in
+//! `tests/data/parvagpu/` (provenance and licence in its `README.md`).
 //! Exit code 1 when a plan fails verification or the comparison checks, 2 when the input is missing.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use gpuplan::bench::parvagpu::{Dataset, Files, ImportOptions, Row, markdown_table};
 use gpuplan::catalog::Catalog;
 use gpuplan::diagnostics::{Sources, render};
-use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, Row, markdown_table};
-use gpuplan::profiles::verify::verify;
+use gpuplan::verify::{check, figures};
 
 fn main() -> ExitCode {
     let started = Instant::now();
@@ -42,10 +42,7 @@ fn main() -> ExitCode {
         .and_then(|n| n.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let dir = std::env::var_os("GPUPLAN_PARVAGPU_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/papers/parvagpu"),
-        PathBuf::from,
-    );
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/parvagpu");
     let mut texts = Vec::new();
     for (key, path) in Files::paths() {
         match std::fs::read_to_string(dir.join(&path)) {
@@ -94,12 +91,12 @@ fn main() -> ExitCode {
         }
         row.gpuplan = match result {
             Some(Ok(plan)) => {
-                let v = verify(&spec, &catalog, &plan);
-                for problem in &v.problems {
-                    eprintln!("{}: verification: {problem}", scenario.name);
+                let violations = check(&spec, &catalog, &plan);
+                for violation in &violations {
+                    eprintln!("{}: verification: {violation}", scenario.name);
                 }
-                failed |= !v.is_ok();
-                Ok(v)
+                failed |= !violations.is_empty();
+                Ok((figures(&spec, &catalog, &plan), violations))
             }
             Some(Err(diags)) => {
                 Err(diags.iter().next().map_or_else(|| "no plan".to_owned(), |d| d.message.clone()))
@@ -111,7 +108,7 @@ fn main() -> ExitCode {
     println!("{}", markdown_table(&rows));
     // The comparison the issue asks for.
     let planned: Vec<(&Row, u32)> =
-        rows.iter().filter_map(|r| r.gpuplan.as_ref().ok().map(|v| (r, v.gpus_used))).collect();
+        rows.iter().filter_map(|r| r.gpuplan.as_ref().ok().map(|(f, _)| (r, f.gpus_used))).collect();
     if planned.is_empty() {
         println!("gpuplan columns pending: the planner returned no plan");
     } else {

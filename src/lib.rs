@@ -6,6 +6,9 @@
 //! [`catalog`] holds the hardware knowledge; [`diagnostics`] every user-facing problem.
 //! See `ARCHITECTURE.md`.
 
+/// The benchmark harness (scenario generators, the ParvaGPU importer): for this crate's tests and
+/// benchmarks only, not a stable API.
+#[doc(hidden)]
 pub mod bench;
 pub mod catalog;
 pub mod cli;
@@ -14,12 +17,6 @@ pub mod emit;
 pub mod manifest;
 pub mod measurements;
 pub mod plan;
-/// Published-profile importers and the independent rate-plan verifier (their own home is being
-/// settled; the measurement format itself lives in [`measurements`]).
-pub mod profiles {
-    pub mod parvagpu;
-    pub mod verify;
-}
 pub mod render;
 pub mod simulate;
 pub mod spec;

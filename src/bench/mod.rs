@@ -1,4 +1,7 @@
-//! Generated scenarios for tests and the scale benchmark (`benches/planner.rs`); not used by the CLI.
+//! The benchmark harness, not part of the library's API (`#[doc(hidden)]`): generated scenarios
+//! for tests and the scale benchmark (`benches/planner.rs`) here, the ParvaGPU artifact's importer
+//! and table in [`parvagpu`] (`benches/parvagpu.rs`). Not used by the CLI; it sits above every
+//! stage and no stage imports it (tests may).
 //!
 //! In: a scenario name or size and a seed. Out: a checked [`Spec`] built directly (no manifest
 //! text) and the [`Catalog`] it refers to. Guaranteed: deterministic — the same arguments give
@@ -6,12 +9,14 @@
 //! pools and models sorted by name as `spec::validate` would leave them.
 //!
 //! Fleets mix three GPU types: `A100-SXM4-80GB` (built in), `H100-SXM5-80GB` and `L4`. The two
-//! last are taken from the catalog when it has them and otherwise built here from the driver
-//! figures in `reference/domain.md` §1.3 (H100: the GFD memory labels; L4: 23034 MiB, 58 SMs).
+//! last are taken from the catalog when it has them and otherwise built here (H100: the memory GPU
+//! feature discovery reports, `tests/data/nvidia/`; L4: 23034 MiB, 58 SMs as in `catalog/l4.yaml`).
 //! Models have memory from 2 to 80 GiB, compute from 0.05 to 1.0, a few are multi-GPU, with
 //! mixed isolation levels and spreads; replica counts are sized so the demand fills about 55% of
 //! the fleet's GPU-equivalents, which leaves a feasible plan. Demand is in replicas only; the
 //! rate formulation is exercised by the ParvaGPU benchmark.
+
+pub mod parvagpu;
 
 use std::collections::BTreeMap;
 

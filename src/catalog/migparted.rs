@@ -50,10 +50,11 @@ pub struct MigPartedConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct MigConfigEntry {
+    /// `all`, or the indices of the GPUs the entry applies to (written first, as NVIDIA's files do).
+    pub devices: Devices,
     /// PCI device ids (`0xDDDD10DE`) the entry applies to; every GPU when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_filter: Option<DeviceFilter>,
-    pub devices: Devices,
     pub mig_enabled: bool,
     /// Profile name → count; required when MIG is enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

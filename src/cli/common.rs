@@ -91,8 +91,8 @@ pub fn load_catalog_checked(
 /// inside `Ok`; tool failures are `Err`.
 ///
 /// Measured-point files that models reference (`demand.measurements`, relative to the manifest)
-/// are read here, parsed with [`crate::measurements::parse_csv`] and handed to validation inside the
-/// manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
+/// are read here and handed to [`crate::render::pipeline::check_manifest`], which parses them and
+/// validates them with the manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
 /// manifest is a tool failure (exit 2).
 pub fn load_spec(
     ctx: &Ctx,
@@ -137,62 +137,18 @@ pub fn load_spec_quietly(
             return Ok(Err(Rejected));
         }
     };
-    let (manifest, mut problems) = crate::manifest::parse_recovering(&mut sources, &name, &text);
-    let Some(mut manifest) = manifest else {
-        report(ctx, &sources, &problems)?;
-        return Ok(Err(Rejected));
+    let base = args.manifest.parent().unwrap_or_else(|| Path::new(".")).to_path_buf();
+    let mut read = |reference: &str| {
+        let file = base.join(reference);
+        std::fs::read_to_string(&file)
+            .map(|text| (file.display().to_string(), text))
+            .map_err(|err| format!("`{}`: {err}", file.display()))
     };
-    problems.extend(load_measurements(&mut manifest, &args.manifest, &mut sources));
-    match crate::spec::validate(&manifest, &catalog) {
-        Ok((spec, warnings)) if !problems.has_errors() => Ok(Ok((sources, catalog, spec, warnings))),
-        Ok((_, diags)) | Err(diags) => {
-            problems.extend(diags);
-            // Advice about a plan (`memory-headroom-margin`) is noise next to errors.
-            problems.0.retain(|d| d.code != crate::diagnostics::codes::MEMORY_HEADROOM_MARGIN);
-            problems.sort();
+    match crate::render::pipeline::check_manifest(&mut sources, &name, &text, &catalog, &mut read) {
+        Ok(checked) => Ok(Ok((sources, catalog, checked.spec, checked.warnings))),
+        Err(problems) => {
             report(ctx, &sources, &problems)?;
             Ok(Err(Rejected))
         }
     }
-}
-
-/// Reads every measurements file the manifest references into `manifest.measurements`.
-fn load_measurements(
-    manifest: &mut crate::manifest::Manifest,
-    path: &Path,
-    sources: &mut Sources,
-) -> Diagnostics {
-    use crate::diagnostics::{Diagnostic, codes};
-    let base = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut diags = Diagnostics::new();
-    let references: Vec<_> =
-        manifest.models.iter().filter_map(|m| m.demand.as_ref()?.measurements.clone()).collect();
-    for reference in references {
-        if manifest.measurements.contains_key(&reference.value) {
-            continue;
-        }
-        let file = base.join(&reference.value);
-        let points = match std::fs::read_to_string(&file) {
-            Ok(text) => match crate::measurements::parse_csv(sources, &file.display().to_string(), &text) {
-                Ok(points) => points,
-                Err(d) => {
-                    diags.extend(d);
-                    Vec::new()
-                }
-            },
-            Err(err) => {
-                diags.push(
-                    Diagnostic::error(
-                        codes::MISSING_MEASUREMENTS,
-                        format!("cannot read measurements file `{}`: {err}", file.display()),
-                    )
-                    .at(reference.span.clone(), "referenced here")
-                    .with_help("the path is relative to the manifest's folder"),
-                );
-                Vec::new()
-            }
-        };
-        manifest.measurements.insert(reference.value.clone(), points);
-    }
-    diags
 }

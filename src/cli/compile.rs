@@ -12,14 +12,13 @@ use super::{Ctx, ExitStatus, Format, ManifestArgs};
 use crate::emit::{self, ChangeKind, Mode, Outcome};
 use crate::render::Templates;
 
-/// Plan a manifest and write the GitOps bundle into a directory.
-///
-/// The directory is written atomically; files gpuplan did not generate are never touched.
+/// The arguments of `compile`, `check` and `diff`: they compile the same way and differ only in
+/// what they do with the output directory (their help is on [`super::Command`]).
 #[derive(Debug, Args)]
 pub struct CompileArgs {
     #[command(flatten)]
     pub input: ManifestArgs,
-    /// Output directory for the bundle.
+    /// The output directory: written by `compile`, compared with a fresh compile by `check` and `diff`.
     #[arg(long, short, value_name = "DIR")]
     pub out: PathBuf,
     /// Folder of templates that override the built-in ones, by file name.
@@ -28,7 +27,7 @@ pub struct CompileArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &CompileArgs) -> anyhow::Result<ExitStatus> {
-    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Write)
+    run_mode(ctx, args, Mode::Write)
 }
 
 /// Reads the built-in templates, replaced by file name with those in `dir`.
@@ -51,32 +50,20 @@ pub fn load_templates(dir: Option<&Path>) -> anyhow::Result<Templates> {
 }
 
 /// Compiles and then writes (`compile`), compares (`check`) or diffs (`diff`) the output directory.
-pub fn run_mode(
-    ctx: &Ctx,
-    input: &ManifestArgs,
-    out: &Path,
-    templates: Option<&Path>,
-    mode: Mode,
-) -> anyhow::Result<ExitStatus> {
-    let templates = load_templates(templates)?;
-    let Ok((sources, catalog, spec)) = load_spec(ctx, input)? else {
+pub fn run_mode(ctx: &Ctx, args: &CompileArgs, mode: Mode) -> anyhow::Result<ExitStatus> {
+    let out = args.out.as_path();
+    let templates = load_templates(args.templates.as_deref())?;
+    let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };
-    let plan = match crate::plan::plan(&spec, &catalog) {
-        Ok(plan) => plan,
+    let (plan, bundle) = match crate::render::pipeline::plan_and_render(&spec, &catalog, &templates) {
+        Ok(planned) => planned,
         Err(diags) => {
             report(ctx, &sources, &diags)?;
             return Ok(ExitStatus::Problems);
         }
     };
     verified(&spec, &catalog, &plan)?;
-    let bundle = match crate::render::render(&spec, &catalog, &plan, &templates) {
-        Ok(bundle) => bundle,
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
-            return Ok(ExitStatus::Problems);
-        }
-    };
     let outcome = emit::emit(&bundle, out, mode)?;
     print_outcome(ctx, out, mode, &outcome)?;
     if mode == Mode::Write && ctx.format == Format::Human {

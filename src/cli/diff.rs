@@ -1,28 +1,9 @@
 //! `gpuplan diff`: print what `compile` would change in the output directory.
 
-use std::path::PathBuf;
-
-use clap::Args;
-
-use super::compile::run_mode;
-use super::{Ctx, ExitStatus, ManifestArgs};
+use super::compile::{CompileArgs, run_mode};
+use super::{Ctx, ExitStatus};
 use crate::emit::Mode;
 
-/// Print a unified diff of what `compile` would change in the output directory.
-///
-/// Diff: compare the output directory with what `compile` would write. Writes nothing.
-#[derive(Debug, Args)]
-pub struct DiffArgs {
-    #[command(flatten)]
-    pub input: ManifestArgs,
-    /// The committed output directory.
-    #[arg(long, short, value_name = "DIR")]
-    pub out: PathBuf,
-    /// Folder of templates that override the built-in ones, by file name.
-    #[arg(long, value_name = "DIR")]
-    pub templates: Option<PathBuf>,
-}
-
-pub fn run(ctx: &Ctx, args: &DiffArgs) -> anyhow::Result<ExitStatus> {
-    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Diff)
+pub fn run(ctx: &Ctx, args: &CompileArgs) -> anyhow::Result<ExitStatus> {
+    run_mode(ctx, args, Mode::Diff)
 }

@@ -66,9 +66,18 @@ pub enum ColorChoice {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Plan a manifest and write the GitOps bundle into a directory.
+    ///
+    /// The directory is written atomically; files gpuplan did not generate are never touched.
     Compile(compile::CompileArgs),
-    Check(check::CheckArgs),
-    Diff(diff::DiffArgs),
+    /// Exit 1 when the committed output differs from a fresh compile (names the files); 0 when identical.
+    ///
+    /// Check: compare the output directory with what `compile` would write. Writes nothing.
+    Check(compile::CompileArgs),
+    /// Print a unified diff of what `compile` would change in the output directory.
+    ///
+    /// Diff: compare the output directory with what `compile` would write. Writes nothing.
+    Diff(compile::CompileArgs),
     Explain(explain::ExplainArgs),
     Validate(validate::ValidateArgs),
     Schema(schema::SchemaArgs),

@@ -18,6 +18,7 @@
 pub mod model;
 pub mod read;
 pub mod tree;
+pub mod words;
 
 pub use model::*;
 

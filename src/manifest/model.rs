@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
+use super::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
 use crate::diagnostics::{FileId, Span};
-use crate::spec::{Isolation, MeasuredPoint, MigStrategy, Spread};
 
 /// The one `apiVersion` this gpuplan reads.
 pub const API_VERSION: &str = "gpuplan.io/v1alpha1";

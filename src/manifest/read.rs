@@ -10,8 +10,8 @@ use std::ops::Range;
 
 use super::model::*;
 use super::tree::{Key, Node, Value};
+use super::words::{Isolation, MigStrategy, Spread};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Span, codes, nearest};
-use crate::spec::{Isolation, MigStrategy, Spread};
 
 /// A closed set of keywords a string field may hold.
 pub trait Keyword: Sized + Copy + 'static {

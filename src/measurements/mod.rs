@@ -1,12 +1,13 @@
 //! Measured per-profile throughput: the file format users benchmark their models into, the
-//! latency admission rule, and importers for published profiles ([`crate::profiles::parvagpu`]).
+//! latency admission rule (the ParvaGPU importer is benchmark harness: `crate::bench::parvagpu`).
 //!
 //! In: the text of a measured-points CSV file (format: `docs/measurements.md`), one file per model.
 //! Out: [`MeasuredPoint`]s in file order, or every problem found as coded diagnostics whose
 //! primary label points at the offending header cell, row or field (line and column).
 //! [`admit`] then judges every point against a latency objective and says why each point is
 //! admitted or not; [`best_admitted`] is the one point per (GPU, profile) a rate plan uses.
-//! [`crate::profiles::verify`] checks a finished plan against the measurements, independently of the planner.
+//! `crate::verify::check` judges a finished plan against the measurements, independently of the
+//! planner; `crate::verify::figures` reports the rate its replicas cover.
 //!
 //! Guarantees: parsing never panics, whatever the input; every returned point has a non-empty
 //! GPU id, a profile that is `whole` or a GPU-instance profile name, a batch size and a process

@@ -9,7 +9,8 @@
 //! labelled with; a MIG-enabled entry carries a `device-filter` with the PCI ids of the GPU model
 //! it was planned for (taken from the catalog when the plan left it empty), so it cannot apply
 //! a geometry to another GPU model; the device-plugin ConfigMap always has a `default` key. The
-//! same types parse NVIDIA's own files ([`MigPartedConfig`], [`DevicePluginConfig`]), and
+//! same types parse NVIDIA's own files ([`MigPartedConfig`], the one mig-parted type, from
+//! [`crate::catalog::migparted`]; [`DevicePluginConfig`]), and
 //! [`schema_errors`] checks a document against the JSON schemas in `schemas/nvidia/`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,47 +22,10 @@ use super::objects::{
 };
 use super::{internal, to_yaml};
 use crate::catalog::Catalog;
+pub use crate::catalog::migparted::{DeviceFilter, Devices, MigConfigEntry, MigPartedConfig};
 use crate::diagnostics::Diagnostic;
 use crate::plan::Plan;
 use crate::spec::{MigStrategy, Spec};
-
-/// A mig-parted config file (`version: v1`, `mig-configs`), as mig-parted reads it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MigPartedConfig {
-    pub version: String,
-    #[serde(rename = "mig-configs")]
-    pub mig_configs: BTreeMap<String, Vec<MigPartedEntry>>,
-}
-
-/// One entry of a named mig-parted config.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct MigPartedEntry {
-    pub devices: Devices,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_filter: Option<OneOrMany>,
-    pub mig_enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mig_devices: Option<BTreeMap<String, u32>>,
-}
-
-/// `devices: all` or a list of GPU indices.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Devices {
-    Indices(Vec<u32>),
-    /// Only `all` is meaningful; the schema rejects other strings.
-    Keyword(String),
-}
-
-/// mig-parted accepts one string or a list of strings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
 
 /// A device-plugin / GFD config file (one key of the device-plugin ConfigMap).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -186,12 +150,12 @@ pub fn mig_parted_config(catalog: &Catalog, plan: &Plan) -> Result<MigPartedConf
                 } else {
                     Vec::new()
                 };
-                MigPartedEntry {
+                MigConfigEntry {
                     devices: match &e.devices {
                         Some(indices) => Devices::Indices(indices.clone()),
-                        None => Devices::Keyword("all".to_owned()),
+                        None => Devices::All,
                     },
-                    device_filter: (!filter.is_empty()).then_some(OneOrMany::Many(filter)),
+                    device_filter: (!filter.is_empty()).then_some(DeviceFilter::Many(filter)),
                     mig_enabled: e.mig_enabled,
                     mig_devices: e.mig_enabled.then(|| e.mig_devices.clone()),
                 }
@@ -200,8 +164,8 @@ pub fn mig_parted_config(catalog: &Catalog, plan: &Plan) -> Result<MigPartedConf
         configs.insert(name.clone(), entries);
     }
     configs.entry(ALL_DISABLED.to_owned()).or_insert_with(|| {
-        vec![MigPartedEntry {
-            devices: Devices::Keyword("all".to_owned()),
+        vec![MigConfigEntry {
+            devices: Devices::All,
             device_filter: None,
             mig_enabled: false,
             mig_devices: None,

@@ -1,16 +1,37 @@
-//! The whole pipeline as one library call: manifest text → spec → plan → bundle.
+//! The stages chained in one place: manifest text → spec → plan → bundle.
 //!
-//! In: a manifest's name and text, the catalog and the templates. Out: the plan and its bundle
-//! (with the warnings found on the way), or every diagnostic of the first stage that refused
-//! the input, with the [`Sources`] they point into. No IO: `gpuplan compile`, `check` and `diff`
-//! read the files and hand the bundle to [`crate::emit`].
+//! In: a manifest's name and text, the catalog, the templates, and a reader for the measurement
+//! files the manifest references (the caller's IO: the command line reads them relative to the
+//! manifest, tests from fixtures). Out: the spec, plan and bundle with the warnings found on the
+//! way, or the diagnostics of the stage that refused the input, with the [`Sources`] they point
+//! into. `gpuplan compile`, `check`, `diff`, `validate` and the tests all go through here; the
+//! command layer only reads files and hands the bundle to [`crate::emit`].
 
 use crate::catalog::Catalog;
-use crate::diagnostics::{Diagnostics, Sources};
+use crate::diagnostics::{Diagnostic, Diagnostics, Sources, codes};
+use crate::manifest::Manifest;
 use crate::plan::Plan;
 use crate::spec::Spec;
 
 use super::{Bundle, Templates};
+
+/// Reads a measurements file named in the manifest (`demand.measurements`): the name to show
+/// in diagnostics and the text, or why it cannot be read (`` `path`: reason ``).
+pub type ReadMeasurements<'a> = dyn FnMut(&str) -> Result<(String, String), String> + 'a;
+
+/// A reader for manifests that reference no measurement files (every reference is reported as
+/// unreadable).
+pub fn no_measurement_files(reference: &str) -> Result<(String, String), String> {
+    Err(format!("`{reference}`: no measurement files are read here"))
+}
+
+/// A manifest checked into a spec.
+#[derive(Debug)]
+pub struct Checked {
+    pub spec: Spec,
+    /// Warnings of the manifest and spec stages (never errors).
+    pub warnings: Diagnostics,
+}
 
 /// A compiled manifest.
 #[derive(Debug)]
@@ -22,18 +43,90 @@ pub struct Compiled {
     pub warnings: Diagnostics,
 }
 
-/// Compiles manifest text into a bundle. `sources` receives the manifest text so that the
-/// caller can render the diagnostics either way.
+/// Manifest text → spec. Unknown fields and wrong types do not hide semantic problems: the
+/// parser recovers, and its problems are reported together with validation's, in source order.
+/// `sources` receives every text read, so that the caller can render the diagnostics.
+pub fn check_manifest(
+    sources: &mut Sources,
+    name: &str,
+    text: &str,
+    catalog: &Catalog,
+    read: &mut ReadMeasurements<'_>,
+) -> Result<Checked, Diagnostics> {
+    let (manifest, mut problems) = crate::manifest::parse_recovering(sources, name, text);
+    let Some(mut manifest) = manifest else { return Err(problems) };
+    problems.extend(load_measurements(&mut manifest, sources, read));
+    match crate::spec::validate(&manifest, catalog) {
+        Ok((spec, warnings)) if !problems.has_errors() => Ok(Checked { spec, warnings }),
+        Ok((_, diags)) | Err(diags) => {
+            problems.extend(diags);
+            // Advice about a plan (`memory-headroom-margin`) is noise next to errors.
+            problems.0.retain(|d| d.code != codes::MEMORY_HEADROOM_MARGIN);
+            problems.sort();
+            Err(problems)
+        }
+    }
+}
+
+/// Spec → plan → bundle.
+pub fn plan_and_render(
+    spec: &Spec,
+    catalog: &Catalog,
+    templates: &Templates,
+) -> Result<(Plan, Bundle), Diagnostics> {
+    let plan = crate::plan::plan(spec, catalog)?;
+    let bundle = super::render(spec, catalog, &plan, templates)?;
+    Ok((plan, bundle))
+}
+
+/// Manifest text → spec → plan → bundle: [`check_manifest`], then [`plan_and_render`].
 pub fn bundle_from_manifest(
     sources: &mut Sources,
     name: &str,
     text: &str,
     catalog: &Catalog,
     templates: &Templates,
+    read: &mut ReadMeasurements<'_>,
 ) -> Result<Compiled, Diagnostics> {
-    let manifest = crate::manifest::parse(sources, name, text)?;
-    let (spec, warnings) = crate::spec::validate(&manifest, catalog)?;
-    let plan = crate::plan::plan(&spec, catalog)?;
-    let bundle = super::render(&spec, catalog, &plan, templates)?;
+    let Checked { spec, warnings } = check_manifest(sources, name, text, catalog, read)?;
+    let (plan, bundle) = plan_and_render(&spec, catalog, templates)?;
     Ok(Compiled { spec, plan, bundle, warnings })
+}
+
+/// Reads every measurements file the manifest references into `manifest.measurements`.
+fn load_measurements(
+    manifest: &mut Manifest,
+    sources: &mut Sources,
+    read: &mut ReadMeasurements<'_>,
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let references: Vec<_> =
+        manifest.models.iter().filter_map(|m| m.demand.as_ref()?.measurements.clone()).collect();
+    for reference in references {
+        if manifest.measurements.contains_key(&reference.value) {
+            continue;
+        }
+        let points = match read(&reference.value) {
+            Ok((file, text)) => match crate::measurements::parse_csv(sources, &file, &text) {
+                Ok(points) => points,
+                Err(d) => {
+                    diags.extend(d);
+                    Vec::new()
+                }
+            },
+            Err(err) => {
+                diags.push(
+                    Diagnostic::error(
+                        codes::MISSING_MEASUREMENTS,
+                        format!("cannot read measurements file {err}"),
+                    )
+                    .at(reference.span.clone(), "referenced here")
+                    .with_help("the path is relative to the manifest's folder"),
+                );
+                Vec::new()
+            }
+        };
+        manifest.measurements.insert(reference.value.clone(), points);
+    }
+    diags
 }

@@ -22,6 +22,7 @@ pub use validate::{
 };
 
 use crate::diagnostics::Span;
+pub use crate::manifest::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
 
 /// A checked manifest.
 #[derive(Clone, Debug, Serialize)]
@@ -46,18 +47,6 @@ pub struct Cluster {
     pub mig_strategy: MigStrategy,
     pub time_slicing: TimeSlicingOptions,
     pub output: OutputOptions,
-}
-
-/// How the device plugin advertises MIG devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MigStrategy {
-    /// One resource per MIG profile (`nvidia.com/mig-3g.40gb`); profiles may differ on a node.
-    Mixed,
-    /// All GPUs of a node cut alike and advertised as `nvidia.com/gpu`.
-    Single,
-    /// MIG devices are not advertised.
-    None,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -236,47 +225,6 @@ impl RateDemand {
 /// The latency part of [`RateDemand::admits`]: `latency_ms < factor × slo_ms`, or no SLO.
 pub fn latency_admitted(latency_ms: f64, slo_ms: Option<f64>, factor: f64) -> bool {
     slo_ms.is_none_or(|slo| latency_ms < factor * slo)
-}
-
-/// One measured operating point of a model on one device size.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MeasuredPoint {
-    /// Catalog GPU id the measurement was taken on.
-    pub gpu: String,
-    /// MIG profile name as NVML prints it, or `whole` for a whole GPU.
-    pub profile: String,
-    pub batch_size: u32,
-    /// Concurrent processes sharing the device during the measurement (MPS); 1 = alone.
-    pub processes: u32,
-    /// Requests per second one replica (one process) sustains.
-    pub rps: f64,
-    /// Latency of one batch in milliseconds.
-    pub latency_ms: f64,
-}
-
-/// How a model's replicas may share a GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    /// A MIG instance or a whole GPU: memory and fault isolation.
-    Hardware,
-    /// Time-slicing allowed.
-    Shared,
-    /// Whole GPUs only.
-    Dedicated,
-}
-
-/// Where a model's replicas must not share.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Spread {
-    /// Anywhere.
-    None,
-    /// Every replica on a different GPU.
-    Gpu,
-    /// Every replica on a different node.
-    Node,
 }
 
 /// A latency objective and the latency measured on a whole, unshared GPU.

@@ -28,6 +28,8 @@
 //! - every replica group's resource is exposed on each node it lists, and the groups agree with
 //!   the tenants on the GPUs; the quality figures agree with the GPUs.
 
+pub mod figures;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -37,6 +39,8 @@ use crate::catalog::{Catalog, GpuModel, MigProfile, layout};
 use crate::plan::latency::Refusal;
 use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan, rules};
 use crate::spec::{Demand, Isolation, Model, Nodes, Pool, Spec, Spread};
+
+pub use figures::{Coverage, Figures, figures};
 
 /// Tolerance for comparing shares and rates computed in floating point.
 const EPS: f64 = 1e-9;

@@ -217,33 +217,36 @@ fn driver_rows_of_h100_h100_nvl_h200_and_a100_40gb_match_the_reference_tables() 
     }
 }
 
-/// When the project sits next to `../shared/reference/domain.md`, its tables are read too (the
-/// hand-copied rows above are the project's own fixture; this guards against copying mistakes).
+/// The labels GPU feature discovery put on a real H100 80GB HBM3 node with MIG in mixed mode
+/// (NVIDIA's cloud-native-docs, vendored in `tests/data/nvidia/`): total memory, product name,
+/// and each MIG device's memory (MiB, within 1%: GFD reports the usable memory) and SMs.
 #[test]
-fn domain_reference_tables_agree_when_present() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/domain.md");
-    let Ok(domain) = std::fs::read_to_string(path) else { return };
-    for (heading, id) in [("**H100 80GB**", "H100-SXM5-80GB"), ("**H200 141GB**", "H200-SXM")] {
-        let section = domain.split(heading).nth(1).expect("section exists");
-        let table: Vec<Vec<&str>> = section
-            .lines()
-            .skip_while(|l| !l.starts_with('|'))
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
-            .collect();
-        let header = &table[0];
-        let col = |name: &str| header.iter().position(|h| *h == name).expect("column exists");
-        let gpu = gpu(id);
-        for row in table.iter().skip(2) {
-            let p = gpu.profile(row[col("Profile")]).expect("profile exists");
-            assert_eq!(row[col("max")], p.max_count.to_string());
-            assert_eq!(row[col("cs")], p.compute_slices.to_string());
-            assert_eq!(row[col("ms")], p.memory_slices.to_string());
-            let gib: f64 = row[col("GiB")].parse().expect("GiB is a number");
-            assert!((p.memory_mib as f64 - gib * 1024.0).abs() <= gib * 1024.0 * 0.01, "{id} {}", p.name);
-            assert_eq!(row[col("SM")].trim_matches('*'), p.sms.to_string());
-        }
+fn catalog_agrees_with_the_labels_of_a_real_h100_node() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/nvidia/cloud-native-docs__gpu-operator__manifests__output__mig-mixed-node-labels.json"
+    );
+    let text = std::fs::read_to_string(path).expect("vendored labels are readable");
+    let labels: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&text).expect("labels parse");
+    let h100 = gpu("H100-SXM5-80GB");
+    assert_eq!(labels["nvidia.com/gpu.memory"], h100.memory_mib.to_string());
+    assert!(h100.product_labels.contains(&labels["nvidia.com/gpu.product"]), "{:?}", h100.product_labels);
+    let mut checked = 0;
+    for (key, value) in &labels {
+        let Some(profile) = key.strip_prefix("nvidia.com/mig-").and_then(|k| k.strip_suffix(".memory"))
+        else {
+            continue;
+        };
+        let p = h100.profile(profile).unwrap_or_else(|| panic!("`{profile}` in the catalog"));
+        let mib: f64 = value.parse().expect("MiB");
+        let error = (p.memory_mib as f64 - mib).abs() / mib;
+        assert!(error <= 0.01, "`{profile}`: catalog {} MiB, node {mib} MiB", p.memory_mib);
+        let sms = &labels[&format!("nvidia.com/mig-{profile}.multiprocessors")];
+        assert_eq!(*sms, p.sms.to_string(), "`{profile}` SMs");
+        checked += 1;
     }
+    assert_eq!(checked, 3, "the node has 1g.10gb, 2g.20gb and 3g.40gb devices");
 }
 
 // --- layout validity ----------------------------------------------------------------------------

@@ -56,9 +56,16 @@ pub fn examples() -> Vec<Fixture> {
             let text = std::fs::read_to_string(&path).ok()?;
             let rel = path.strip_prefix(&dir).ok()?.to_string_lossy().into_owned();
             let mut sources = gpuplan::diagnostics::Sources::new();
-            let compiled =
-                gpuplan::render::bundle_from_manifest(&mut sources, &rel, &text, &catalog, &templates)
-                    .ok()?;
+            let mut read = gpuplan::render::pipeline::no_measurement_files;
+            let compiled = gpuplan::render::bundle_from_manifest(
+                &mut sources,
+                &rel,
+                &text,
+                &catalog,
+                &templates,
+                &mut read,
+            )
+            .ok()?;
             let name = format!("example-{}", rel.trim_end_matches(".yaml").replace(['/', '.'], "-"));
             Some(Fixture { name, spec: compiled.spec, plan: compiled.plan })
         })

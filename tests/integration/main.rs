@@ -1,5 +1,6 @@
 //! Whole CLI runs: exit codes, stdout and stderr. One test binary for the whole suite.
 
+mod architecture;
 mod bundle;
 mod catalog;
 mod cli;
@@ -16,3 +17,14 @@ mod profiles;
 mod properties;
 mod simulate;
 mod tools;
+
+/// Runs `f` with the snapshot suffix of the solver this build plans with: none for HiGHS (the
+/// production solver, `--features highs`), `microlp` for the default pure-Rust build. For
+/// snapshots of solver-chosen plans, where two optimal plans of equal cost may differ.
+pub fn per_solver<R>(f: impl FnOnce() -> R) -> R {
+    let mut settings = insta::Settings::clone_current();
+    if !cfg!(feature = "highs") {
+        settings.set_snapshot_suffix("microlp");
+    }
+    settings.bind(f)
+}

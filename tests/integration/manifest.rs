@@ -15,21 +15,11 @@ fn catalog() -> Catalog {
 }
 
 fn check(name: &str, text: &str, catalog: &Catalog) -> (Sources, Result<(Spec, Diagnostics), Diagnostics>) {
-    // The same steps as the command line: unknown fields do not hide semantic problems.
+    // The command line's own chain (`render::pipeline`): unknown fields do not hide semantic problems.
     let mut sources = Sources::new();
-    let (manifest, mut problems) = gpuplan::manifest::parse_recovering(&mut sources, name, text);
-    let result = match manifest {
-        None => Err(problems),
-        Some(manifest) => match gpuplan::spec::validate(&manifest, catalog) {
-            Ok(ok) if !problems.has_errors() => Ok(ok),
-            Ok((_, diags)) | Err(diags) => {
-                problems.extend(diags);
-                problems.0.retain(|d| d.code != gpuplan::diagnostics::codes::MEMORY_HEADROOM_MARGIN);
-                problems.sort();
-                Err(problems)
-            }
-        },
-    };
+    let mut read = gpuplan::render::pipeline::no_measurement_files;
+    let result = gpuplan::render::pipeline::check_manifest(&mut sources, name, text, catalog, &mut read)
+        .map(|checked| (checked.spec, checked.warnings));
     (sources, result)
 }
 

@@ -1,18 +1,16 @@
 //! The ParvaGPU SLO1 and SLO2 scenarios planned by the real planner and checked by the
 //! independent verifier (the whole six-scenario run is `cargo bench --bench parvagpu`).
 //!
-//! Needs the planner: enable with `mod parvagpu;` in `main.rs` once `plan::plan` handles
-//! `Demand::Rate`. Reads the artifact through `profiles::parvagpu_dataset` (skipped with a note
-//! when absent, failing under `CI`).
+//! Reads the vendored artifact (`tests/data/parvagpu/`) through `profiles::parvagpu_dataset`.
 
+use gpuplan::bench::parvagpu::{ImportOptions, bounds};
 use gpuplan::catalog::Catalog;
-use gpuplan::profiles::parvagpu::{ImportOptions, bounds};
-use gpuplan::profiles::verify::verify;
+use gpuplan::verify::{check, figures};
 
 use super::profiles::parvagpu_dataset;
 
 fn plans_and_verifies(scenario: &str) {
-    let Some(dataset) = parvagpu_dataset(ImportOptions::default()) else { return };
+    let dataset = parvagpu_dataset(ImportOptions::default());
     let catalog = Catalog::builtin();
     let scenario = dataset.scenario(scenario).expect("scenario exists");
     let spec = dataset.spec(scenario, &catalog).expect("spec");
@@ -22,8 +20,9 @@ fn plans_and_verifies(scenario: &str) {
             panic!("no plan for {}: {:?}", scenario.name, d.iter().map(|d| &d.message).collect::<Vec<_>>())
         }
     };
-    let v = verify(&spec, &catalog, &plan);
-    assert!(v.is_ok(), "{} fails verification: {:#?}", scenario.name, v.problems);
+    let violations = check(&spec, &catalog, &plan);
+    assert!(violations.is_empty(), "{} fails verification: {violations:#?}", scenario.name);
+    let v = figures(&spec, &catalog, &plan);
     assert_eq!(v.models.len(), scenario.models.len());
     let lower = bounds(&spec, &catalog).expect("bounds").lower_bound;
     let parvagpu_one_process =

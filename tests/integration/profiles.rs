@@ -1,14 +1,14 @@
 //! Measured-points files and the ParvaGPU artifact, read as the benchmark reads them.
 //!
-//! The ParvaGPU tests read `../shared/reference/papers/parvagpu` (or `GPUPLAN_PARVAGPU_DIR`).
-//! When that folder is absent they print a note and pass, unless `CI` is set: then they fail.
+//! The ParvaGPU tests read the artifact's data vendored in `tests/data/parvagpu/` (provenance and
+//! licence in its `README.md`).
 
 use std::path::PathBuf;
 
+use gpuplan::bench::parvagpu::{Dataset, Files, ImportOptions, bounds};
 use gpuplan::catalog::Catalog;
 use gpuplan::diagnostics::{Sources, render};
 use gpuplan::measurements::{parse_csv_checked, to_csv};
-use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, bounds};
 
 #[test]
 fn valid_measurement_files_parse() {
@@ -35,23 +35,14 @@ fn invalid_measurement_files_are_reported_with_positions() {
     });
 }
 
-/// The folder of the ParvaGPU artifact.
+/// The folder of the vendored ParvaGPU artifact.
 pub fn parvagpu_dir() -> PathBuf {
-    std::env::var_os("GPUPLAN_PARVAGPU_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/papers/parvagpu"),
-        PathBuf::from,
-    )
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/parvagpu")
 }
 
-/// The ParvaGPU artifact, or `None` (with a printed note) when it is absent outside CI.
-#[allow(clippy::print_stdout)] // the skip note is for the person running the tests
-pub fn parvagpu_dataset(options: ImportOptions) -> Option<Dataset> {
+/// The vendored ParvaGPU artifact, loaded as the benchmark loads it.
+pub fn parvagpu_dataset(options: ImportOptions) -> Dataset {
     let dir = parvagpu_dir();
-    if !dir.is_dir() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs the ParvaGPU artifact at `{}`", dir.display());
-        println!("note: skipped, no ParvaGPU artifact at `{}`", dir.display());
-        return None;
-    }
     let texts = Files::paths().into_iter().map(|(key, path)| {
         let text =
             std::fs::read_to_string(dir.join(&path)).unwrap_or_else(|e| panic!("cannot read `{path}`: {e}"));
@@ -59,7 +50,7 @@ pub fn parvagpu_dataset(options: ImportOptions) -> Option<Dataset> {
     });
     let mut sources = Sources::new();
     match Dataset::load(&mut sources, &Files::from_texts(texts), options) {
-        Ok(d) => Some(d),
+        Ok(d) => d,
         Err(diags) => panic!("{}", render::human(&sources, &diags.0, false)),
     }
 }
@@ -68,7 +59,7 @@ const SCENARIOS: [&str; 6] = ["SLO1", "SLO2", "SLO3", "SLO4", "SLO5", "SLO6"];
 
 #[test]
 fn parvagpu_scenarios_have_the_published_model_counts() {
-    let Some(dataset) = parvagpu_dataset(ImportOptions::default()) else { return };
+    let dataset = parvagpu_dataset(ImportOptions::default());
     let names: Vec<&str> = dataset.scenarios.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, SCENARIOS);
     let models: Vec<usize> = dataset.scenarios.iter().map(|s| s.models.len()).collect();
@@ -85,10 +76,7 @@ fn parvagpu_scenarios_have_the_published_model_counts() {
 fn parvagpu_one_process_lower_bounds_are_reproduced_from_the_profiles() {
     let catalog = Catalog::builtin();
     for truncate_slo in [false, true] {
-        let Some(dataset) = parvagpu_dataset(ImportOptions { truncate_slo, ..ImportOptions::default() })
-        else {
-            return;
-        };
+        let dataset = parvagpu_dataset(ImportOptions { truncate_slo, ..ImportOptions::default() });
         let mut lower = Vec::new();
         let mut whole_mps3 = Vec::new();
         let mut whole_one = Vec::new();
@@ -107,7 +95,7 @@ fn parvagpu_one_process_lower_bounds_are_reproduced_from_the_profiles() {
 
 #[test]
 fn parvagpu_committed_plans_and_reruns_are_read() {
-    let Some(dataset) = parvagpu_dataset(ImportOptions::default()) else { return };
+    let dataset = parvagpu_dataset(ImportOptions::default());
     let committed: Vec<u32> = SCENARIOS.iter().map(|s| dataset.deployments[*s].gpus()).collect();
     assert_eq!(committed, vec![2, 3, 5, 7, 13, 16]);
     let gpcs: Vec<u32> = SCENARIOS.iter().map(|s| dataset.deployments[*s].gpcs()).collect();
@@ -121,12 +109,8 @@ fn parvagpu_committed_plans_and_reruns_are_read() {
 
 #[test]
 fn truncated_slos_reject_exactly_the_eight_rows_parvagpu_rejects() {
-    let (Some(exact), Some(cut)) = (
-        parvagpu_dataset(ImportOptions::default()),
-        parvagpu_dataset(ImportOptions { truncate_slo: true, ..ImportOptions::default() }),
-    ) else {
-        return;
-    };
+    let exact = parvagpu_dataset(ImportOptions::default());
+    let cut = parvagpu_dataset(ImportOptions { truncate_slo: true, ..ImportOptions::default() });
     let mut differing = 0;
     for (e, c) in exact.scenarios.iter().zip(&cut.scenarios) {
         for (em, cm) in e.models.iter().zip(&c.models) {

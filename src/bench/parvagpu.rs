@@ -5,7 +5,8 @@
 //! `derived_results.csv` of gpuplan's reference folder), handed over as strings by the caller: this
 //! module does no IO. Out: [`MeasuredPoint`]s per model, the six scenarios, one [`Spec`] per
 //! scenario, ParvaGPU's committed deployments, the bounds computed from the profiles alone, and a
-//! markdown table comparing a gpuplan plan (checked by [`super::verify`]) with them.
+//! markdown table comparing a gpuplan plan (checked by [`crate::verify::check`], its figures from
+//! [`crate::verify::figures`]) with them.
 //!
 //! Conversion (also in `docs/measurements.md`): `Mig instance` (GPCs) 1/2/3/4/7 becomes the
 //! A100-80GB profile `1g.10gb`/`2g.20gb`/`3g.40gb`/`4g.40gb`/`7g.80gb` (ParvaGPU measured on MIG
@@ -23,13 +24,10 @@ use std::fmt::Write as _;
 
 use crate::catalog::{Catalog, GpuModel};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, codes};
-use crate::spec::{
-    Cluster, Demand, Isolation, MeasuredPoint, MigStrategy, Model, Nodes, OutputOptions, Policy, Pool,
-    RateDemand, Spec, Spread, TimeSlicingOptions,
-};
+use crate::spec::{Demand, MeasuredPoint, Model, Nodes, RateDemand, Spec};
 
-use super::verify::Verification;
-use crate::measurements::{DEFAULT_ADMISSION_FACTOR, WHOLE, fmt_num};
+use crate::measurements::{DEFAULT_ADMISSION_FACTOR, WHOLE, best_admitted, fmt_num};
+use crate::verify::{Figures, Violation};
 
 /// ParvaGPU's models, in the column order of its SLO files (alphabetical file order).
 pub const MODELS: [&str; 11] = [
@@ -597,82 +595,36 @@ pub fn rate_spec(
     max_nodes: u32,
     demands: Vec<(String, RateDemand)>,
 ) -> Spec {
-    let mut models: Vec<Model> = demands
+    let models: Vec<Model> = demands
         .into_iter()
         .map(|(model, demand)| {
-            // The model ran on every device it was measured on, so it fits the smallest of them.
+            // The model ran on every device it was measured on, so it fits the smallest of them:
+            // its memory, and its share of the GPU's SMs (the unit the verifier checks compute in).
             let smallest = demand
                 .points
                 .iter()
                 .filter_map(|p| gpu.profile(&p.profile))
                 .min_by_key(|p| (p.memory_mib, p.compute_slices));
             let (memory_mib, compute) = match (smallest, &gpu.mig) {
+                (Some(p), Some(_)) if p.sms > 0 && gpu.sms > 0 => {
+                    (p.memory_mib, f64::from(p.sms) / f64::from(gpu.sms))
+                }
                 (Some(p), Some(mig)) => {
                     (p.memory_mib, f64::from(p.compute_slices) / f64::from(mig.compute_slices))
                 }
                 _ => (gpu.memory_mib, 1.0),
             };
-            Model {
-                name: model.clone(),
-                image: format!("registry.example/parvagpu/{model}:sc24"),
-                command: Vec::new(),
-                args: Vec::new(),
-                env: Vec::new(),
-                ports: Vec::new(),
-                memory_mib,
-                compute,
-                demand: Demand::Rate(demand),
-                isolation: Isolation::Hardware,
-                gpus: None,
-                latency: None,
-                spread: Spread::None,
-                pools: Vec::new(),
-                gpu_types: Vec::new(),
-                priority: 0,
-                llm: false,
-                deployment: Default::default(),
-                span: None,
-            }
+            let mut m = super::model(&model, memory_mib, compute, 1);
+            m.image = format!("registry.example/parvagpu/{model}:sc24");
+            m.demand = Demand::Rate(demand);
+            m
         })
         .collect();
-    models.sort_by(|a, b| a.name.cmp(&b.name));
-    Spec {
-        name: name.to_owned(),
-        cluster: Cluster {
-            namespace: "inference".into(),
-            operator_namespace: "gpu-operator".into(),
-            mig_strategy: MigStrategy::Mixed,
-            time_slicing: TimeSlicingOptions {
-                rename_by_default: true,
-                fail_requests_greater_than_one: true,
-            },
-            output: OutputOptions {
-                cluster_policy_patch: true,
-                helm_values: true,
-                argocd: None,
-                flux: None,
-                namespaces: true,
-            },
-        },
-        pools: vec![Pool {
-            name: POOL.into(),
-            gpu: gpu.id.clone(),
-            gpus_per_node,
-            nodes: Nodes::Autoscaled { min: 0, max: max_nodes },
-            cost_per_gpu_hour: None,
-            node_selector: BTreeMap::new(),
-            taints: Vec::new(),
-            current: Vec::new(),
-            span: None,
-        }],
-        models,
-        policy: Policy {
-            llm_never_time_sliced: true,
-            max_time_slicing_replicas: 8,
-            memory_headroom: 0.0,
-            time_slicing_efficiency: 0.9,
-        },
-    }
+    let mut pool = super::pool(POOL, &gpu.id, gpus_per_node, Vec::new());
+    pool.nodes = Nodes::Autoscaled { min: 0, max: max_nodes };
+    let mut spec = super::spec(name, vec![pool], models);
+    spec.policy.time_slicing_efficiency = 0.9;
+    spec
 }
 
 /// The spec of one scenario: a pool of A100-SXM4-80GB nodes of 8 GPUs (autoscaled, 0 to
@@ -738,7 +690,7 @@ pub fn bounds(spec: &Spec, catalog: &Catalog) -> Result<Bounds, String> {
     let mut whole_mps = 0u32;
     for model in &spec.models {
         let Demand::Rate(d) = &model.demand else { continue };
-        let best = crate::measurements::best_admitted(&d.points, d.slo_ms, d.admission_factor);
+        let best = best_admitted(&d.points, d.slo_ms, d.admission_factor);
         let per_slice = best
             .values()
             .filter(|a| a.point.gpu == gpu.id)
@@ -780,8 +732,9 @@ fn ceil_u32(x: f64) -> u32 {
 pub struct Row {
     pub scenario: String,
     pub models: usize,
-    /// The verified gpuplan plan, or why there is none (planner error).
-    pub gpuplan: Result<Verification, String>,
+    /// The gpuplan plan's figures and the verifier's violations, or why there is no plan
+    /// (planner error).
+    pub gpuplan: Result<(Figures, Vec<Violation>), String>,
     /// Median planning time in milliseconds, when measured.
     pub median_ms: Option<f64>,
     pub committed: Option<Deployment>,
@@ -816,13 +769,16 @@ pub fn markdown_table(rows: &[Row]) -> String {
     for row in rows {
         let dash = || "–".to_owned();
         let (gpus, gpcs, layouts, verified, gap) = match &row.gpuplan {
-            Ok(v) => {
+            Ok((v, violations)) => {
                 let gap = row.bounds.as_ref().map_or_else(
                     |_| dash(),
                     |b| format!("{:+}", i64::from(v.gpus_used) - i64::from(b.lower_bound)),
                 );
-                let verified =
-                    if v.is_ok() { "yes".to_owned() } else { format!("NO ({} problems)", v.problems.len()) };
+                let verified = if violations.is_empty() {
+                    "yes".to_owned()
+                } else {
+                    format!("NO ({} problems)", violations.len())
+                };
                 (v.gpus_used.to_string(), v.gpcs_used.to_string(), v.layouts_text(), verified, gap)
             }
             Err(e) => ("no plan".into(), dash(), dash(), format!("planner failed: {e}"), dash()),
@@ -856,6 +812,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Isolation;
 
     const PROFILE: &str = "Mig instance,Batch size,Workload Number,Throughput,Latency\r\n\
                            1,1,1,74.408,0.013\r\n1,1,2,52.42,0.019\r\n1,1,5,0,0\r\n7,8,1,900.5,0.009\r\n";

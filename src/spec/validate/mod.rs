@@ -1,0 +1,319 @@
+//! Builds a [`Spec`] from a raw [`Manifest`], collecting every problem.
+//!
+//! In: a structurally sound manifest (every value spanned) and the catalog. Out: the checked
+//! spec and its warnings, or every error found. Checks, in file order: format version; names
+//! (DNS-1123 and the other Kubernetes rules, uniqueness); units; ranges; catalog GPU ids and MIG
+//! profile names (with the nearest id); cross references (pools, nodes, GPU types); conflicting
+//! fields; whether each model can run at all on the pools it may use (memory, whole GPUs per
+//! node, spread). Whether the whole demand fits together is the planner's question.
+//!
+//! The checks are split along those seams: this file holds the entry point, the shared helpers
+//! (units, ranges, names, catalog ids) and the cluster-wide settings; [`pools`] the inventory,
+//! [`models`] each model (its container, latency, eligible pools, conflicts, fit and spread),
+//! [`demand`] rate demands and measured points. A new manifest block gets its own file and one
+//! call from here.
+
+mod demand;
+mod models;
+mod pools;
+
+use std::collections::BTreeMap;
+
+use super::names;
+use super::units;
+use super::*;
+use crate::catalog::{Catalog, GpuModel};
+use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes, nearest};
+use crate::manifest::{self as raw, API_VERSION, KIND, Manifest, ModelClass, Sp};
+
+/// Default workload namespace.
+pub const DEFAULT_NAMESPACE: &str = "default";
+/// Default GPU Operator namespace.
+pub const DEFAULT_OPERATOR_NAMESPACE: &str = "gpu-operator";
+/// Default fraction of device memory kept free.
+pub const DEFAULT_MEMORY_HEADROOM: f64 = 0.02;
+/// Default cap on time-slicing replicas per device.
+pub const DEFAULT_MAX_TIME_SLICING_REPLICAS: u32 = 4;
+/// Default time-slicing efficiency (NVIDIA: 0.76 requests/s per GPU time-sliced vs 1.00 with MIG).
+pub const DEFAULT_TIME_SLICING_EFFICIENCY: f64 = 0.76;
+/// Default admission factor of measured points (ParvaGPU: latency < 0.45 × SLO).
+pub const DEFAULT_ADMISSION_FACTOR: f64 = 0.45;
+/// Default compute share of a model without `gpus`.
+pub const DEFAULT_COMPUTE: f64 = 0.1;
+/// Most replicas a model may ask for.
+pub const MAX_REPLICAS: i128 = 100_000;
+/// Most GPUs a node may have.
+pub const MAX_GPUS_PER_NODE: i128 = 16;
+/// Most nodes an autoscaled pool may have.
+pub const MAX_POOL_NODES: i128 = 100_000;
+
+/// Checks a manifest against the catalog. Returns the spec and any warnings, or every problem.
+pub fn validate(manifest: &Manifest, catalog: &Catalog) -> Result<(Spec, Diagnostics), Diagnostics> {
+    let mut v = Validator { catalog, diags: Diagnostics::new() };
+    let spec = v.spec(manifest);
+    let mut diags = v.diags;
+    if diags.has_errors() {
+        // A near miss of the memory headroom is advice about a plan; with errors there is none.
+        diags.0.retain(|d| d.code != codes::MEMORY_HEADROOM_MARGIN);
+    }
+    diags.sort();
+    match spec {
+        Some(spec) if !diags.has_errors() => Ok((spec, diags)),
+        _ => Err(diags),
+    }
+}
+
+struct Validator<'c> {
+    catalog: &'c Catalog,
+    diags: Diagnostics,
+}
+
+fn error(
+    code: crate::diagnostics::Code,
+    span: &Span,
+    message: impl Into<String>,
+    label: &str,
+    help: impl Into<String>,
+) -> Diagnostic {
+    Diagnostic::error(code, message).at(span.clone(), label).with_help(help)
+}
+
+fn ticks(names: &[&str]) -> String {
+    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+impl<'c> Validator<'c> {
+    fn push(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn invalid(&mut self, span: &Span, message: impl Into<String>, label: &str, help: impl Into<String>) {
+        self.push(error(codes::INVALID_VALUE, span, message, label, help));
+    }
+
+    fn dns_label(&mut self, name: &Sp<String>, what: &str) -> bool {
+        match names::dns_label(&name.value) {
+            Ok(()) => true,
+            Err(rule) => {
+                let suggestion = names::suggest_label(&name.value);
+                let help = if suggestion.is_empty() || suggestion == name.value {
+                    "use lowercase letters, digits and `-`, at most 63 characters".to_owned()
+                } else {
+                    format!("names like this become Kubernetes object names and labels; try `{suggestion}`")
+                };
+                self.push(error(
+                    codes::INVALID_NAME,
+                    &name.span,
+                    format!("{what} `{}` is not a DNS-1123 label: {rule}", name.value),
+                    "not a DNS-1123 label",
+                    help,
+                ));
+                false
+            }
+        }
+    }
+
+    fn memory(&mut self, q: &Sp<String>) -> Option<u64> {
+        self.unit(q, units::memory_mib(&q.value))
+    }
+
+    fn duration(&mut self, q: &Sp<String>) -> Option<f64> {
+        self.unit(q, units::duration_ms(&q.value))
+    }
+
+    fn unit<T>(&mut self, q: &Sp<String>, result: Result<T, units::UnitError>) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) if e.out_of_range => {
+                self.push(error(codes::INVALID_VALUE, &q.span, e.message, "out of range", e.help));
+                None
+            }
+            Err(e) => {
+                self.push(error(codes::BAD_UNIT, &q.span, e.message, "bad quantity", e.help));
+                None
+            }
+        }
+    }
+
+    /// An integer in `min..=max`, else a diagnostic naming the range.
+    fn int_in(&mut self, n: &Sp<i128>, what: &str, min: i128, max: i128) -> Option<i128> {
+        if (min..=max).contains(&n.value) {
+            return Some(n.value);
+        }
+        let (message, help) = if n.value < min {
+            (
+                format!("{what} is {}, below the minimum of {min}", n.value),
+                format!("give {what} at least {min}"),
+            )
+        } else {
+            (
+                format!("{what} is {}, above the maximum of {max}", n.value),
+                format!("give {what} at most {max}"),
+            )
+        };
+        self.invalid(&n.span, message, "out of range", help);
+        None
+    }
+
+    fn fraction(&mut self, n: &Sp<f64>, what: &str, min: f64, max: f64, min_inclusive: bool) -> Option<f64> {
+        let ok = n.value <= max && (n.value > min || (min_inclusive && n.value == min));
+        if ok {
+            return Some(n.value);
+        }
+        let bound = if min_inclusive {
+            format!("from {min} to {max}")
+        } else {
+            format!("above {min} and at most {max}")
+        };
+        self.invalid(
+            &n.span,
+            format!("{what} is {}; it must be {bound}", n.value),
+            "out of range",
+            format!("give {what} a value {bound}"),
+        );
+        None
+    }
+
+    fn gpu(&mut self, id: &Sp<String>) -> Option<&'c GpuModel> {
+        let catalog = self.catalog;
+        catalog.get(&id.value).or_else(|| {
+            let help = crate::catalog::suggestion_help(&catalog.suggest(&id.value));
+            self.push(error(
+                codes::UNKNOWN_GPU,
+                &id.span,
+                format!("unknown GPU `{}`", id.value),
+                "not in the catalog",
+                help,
+            ));
+            None
+        })
+    }
+
+    fn spec(&mut self, m: &Manifest) -> Option<Spec> {
+        if m.api_version.value != API_VERSION {
+            self.push(error(
+                codes::UNSUPPORTED_VERSION,
+                &m.api_version.span,
+                format!("unsupported `apiVersion` `{}`", m.api_version.value),
+                "unknown version",
+                format!("this gpuplan reads `apiVersion: {API_VERSION}`"),
+            ));
+        }
+        if m.kind.value != KIND {
+            self.push(error(
+                codes::UNSUPPORTED_VERSION,
+                &m.kind.span,
+                format!("unsupported `kind` `{}`", m.kind.value),
+                "unknown kind",
+                format!("a gpuplan manifest has `kind: {KIND}`"),
+            ));
+        }
+        self.dns_label(&m.metadata.name, "the plan name");
+        let policy = self.policy(m.policy.as_ref());
+        let cluster = self.cluster(m.cluster.as_ref());
+        let pools = self.pools(m);
+        let models = self.models(m, &pools, &policy);
+        let mut pools: Vec<Pool> = pools.into_iter().map(|p| p.pool).collect();
+        let mut models = models?;
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        models.sort_by(|a, b| a.name.cmp(&b.name));
+        Some(Spec { name: m.metadata.name.value.clone(), cluster: cluster?, pools, models, policy })
+    }
+
+    fn policy(&mut self, p: Option<&raw::Policy>) -> Policy {
+        let d = raw::Policy::default();
+        let p = p.unwrap_or(&d);
+        Policy {
+            llm_never_time_sliced: p.llm_never_time_sliced.as_ref().is_none_or(|b| b.value),
+            max_time_slicing_replicas: p
+                .max_time_slicing_replicas
+                .as_ref()
+                .and_then(|n| self.int_in(n, "`maxTimeSlicingReplicas`", 1, 64))
+                .map_or(DEFAULT_MAX_TIME_SLICING_REPLICAS, |n| n as u32),
+            memory_headroom: p
+                .memory_headroom
+                .as_ref()
+                .and_then(|n| self.fraction(n, "`memoryHeadroom`", 0.0, 0.5, true))
+                .unwrap_or(DEFAULT_MEMORY_HEADROOM),
+            time_slicing_efficiency: p
+                .time_slicing_efficiency
+                .as_ref()
+                .and_then(|n| self.fraction(n, "`timeSlicingEfficiency`", 0.0, 1.0, false))
+                .unwrap_or(DEFAULT_TIME_SLICING_EFFICIENCY),
+        }
+    }
+
+    fn namespace(&mut self, ns: Option<&Sp<String>>, default: &str) -> String {
+        match ns {
+            Some(ns) => {
+                self.dns_label(ns, "the namespace");
+                ns.value.clone()
+            }
+            None => default.to_owned(),
+        }
+    }
+
+    fn cluster(&mut self, c: Option<&raw::Cluster>) -> Option<Cluster> {
+        let d = raw::Cluster::default();
+        let c = c.unwrap_or(&d);
+        let namespace = self.namespace(c.namespace.as_ref(), DEFAULT_NAMESPACE);
+        let operator_namespace = self.namespace(c.operator_namespace.as_ref(), DEFAULT_OPERATOR_NAMESPACE);
+        let ts = c.time_slicing.clone().unwrap_or_default();
+        let out = c.output.clone().unwrap_or_default();
+        let argocd = out.argocd.as_ref().map(|a| {
+            self.non_empty(&a.repo_url, "`repoUrl`");
+            self.non_empty(&a.path, "`path`");
+            ArgoCd {
+                repo_url: a.repo_url.value.clone(),
+                path: a.path.value.clone(),
+                target_revision: a
+                    .target_revision
+                    .as_ref()
+                    .map_or_else(|| "HEAD".to_owned(), |r| r.value.clone()),
+                namespace: self.namespace(a.namespace.as_ref(), "argocd"),
+            }
+        });
+        let flux = out.flux.as_ref().map(|f| {
+            self.dns_label(&f.source_name, "the Flux source name");
+            self.non_empty(&f.path, "`path`");
+            Flux {
+                source_name: f.source_name.value.clone(),
+                path: f.path.value.clone(),
+                namespace: self.namespace(f.namespace.as_ref(), "flux-system"),
+            }
+        });
+        Some(Cluster {
+            namespace,
+            operator_namespace,
+            mig_strategy: c.mig_strategy.as_ref().map_or(MigStrategy::Mixed, |s| s.value),
+            time_slicing: TimeSlicingOptions {
+                rename_by_default: ts.rename_by_default.as_ref().is_none_or(|b| b.value),
+                fail_requests_greater_than_one: ts
+                    .fail_requests_greater_than_one
+                    .as_ref()
+                    .is_none_or(|b| b.value),
+            },
+            output: OutputOptions {
+                cluster_policy_patch: out.cluster_policy_patch.as_ref().is_none_or(|b| b.value),
+                helm_values: out.helm_values.as_ref().is_none_or(|b| b.value),
+                argocd,
+                flux,
+                namespaces: out.namespaces.as_ref().is_none_or(|b| b.value),
+            },
+        })
+    }
+
+    fn non_empty(&mut self, s: &Sp<String>, what: &str) -> bool {
+        if s.value.trim().is_empty() {
+            self.invalid(&s.span, format!("{what} is empty"), "empty", format!("give {what} a value"));
+            return false;
+        }
+        true
+    }
+}
+
+/// A checked pool with its catalog entry.
+struct CheckedPool {
+    pool: Pool,
+    gpu: GpuModel,
+}

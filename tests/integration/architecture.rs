@@ -1,0 +1,209 @@
+//! ARCHITECTURE.md's rules that a scan of the source can check.
+
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Every `.rs` file below `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A clone is all that building, testing and benchmarking need: no source file names a path
+/// outside the repository (the team's reference shelf beside it, or an absolute workspace path).
+#[test]
+fn no_source_file_reads_outside_the_repository() {
+    // Built from pieces so that this file does not match itself.
+    let needles = [
+        ["..", "/shared"].concat(),
+        ["shared", "/reference"].concat(),
+        ["/work", "/"].concat(),
+        ["\"/..", "/"].concat(),
+        ["join(\"..", "/"].concat(),
+        ["join(\"..", "\")"].concat(),
+    ];
+    let mut found = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        for path in rust_files(&Path::new(ROOT).join(dir)) {
+            let text = std::fs::read_to_string(&path).expect("readable");
+            for (i, line) in text.lines().enumerate() {
+                if needles.iter().any(|n| line.contains(n.as_str())) {
+                    found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "paths outside the repository:\n{}", found.join("\n"));
+}
+
+/// The stages, lowest first. A module may import from its own stage and those before it, never
+/// from a later one (ARCHITECTURE.md). `bench` is the benchmark harness, above every stage.
+const STAGES: &[&[&str]] = &[
+    &["diagnostics"],
+    &["catalog"],
+    &["manifest"],
+    &["spec"],
+    &["measurements"],
+    &["plan"],
+    &["verify"],
+    &["render"],
+    &["simulate"],
+    &["emit"],
+    &["cli"],
+    &["bench"],
+];
+
+fn stage_of(module: &str) -> Option<usize> {
+    STAGES.iter().position(|names| names.contains(&module))
+}
+
+/// The library code of a file: test modules (`#[cfg(test)]` to the end of the file, as this
+/// crate writes them) and `tests.rs` files may use the harness and are left out.
+fn library_code(path: &Path, text: &str) -> Option<String> {
+    if path.file_name().is_some_and(|n| n == "tests.rs") {
+        return None;
+    }
+    Some(text.split("#[cfg(test)]").next().unwrap_or_default().to_owned())
+}
+
+/// Every `crate::<module>` a piece of code names (in `use` lines and in paths).
+fn crate_references(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if !name.is_empty() {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_stage_imports_from_a_later_stage() {
+    let src = Path::new(ROOT).join("src");
+    let mut upward = Vec::new();
+    let mut unknown = std::collections::BTreeSet::new();
+    for path in rust_files(&src) {
+        let rel = path.strip_prefix(&src).expect("below src");
+        let module = rel.iter().next().map(|m| m.to_string_lossy().trim_end_matches(".rs").to_owned());
+        let Some(module) = module else { continue };
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let Some(own) = stage_of(&module) else {
+            unknown.insert(module);
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let Some(code) = library_code(&path, &text) else { continue };
+        for name in crate_references(&code) {
+            match stage_of(&name) {
+                Some(theirs) if theirs > own => {
+                    upward.push(format!("{}: `{module}` uses `crate::{name}`", rel.display()))
+                }
+                Some(_) => {}
+                None => {
+                    unknown.insert(name);
+                }
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "modules missing from STAGES (add them in ARCHITECTURE.md's order): {unknown:?}"
+    );
+    assert!(upward.is_empty(), "imports from a later stage:\n{}", upward.join("\n"));
+}
+
+/// Stages do no IO: only `cli` (and `emit`, the writer; `bench` is no stage) touches the
+/// filesystem, the environment, the clock or the standard streams. The one exception is named:
+/// `plan::plan_traced` times its trace lines (the trace is written to the writer it is given
+/// and never changes the plan).
+#[test]
+fn stages_do_no_io() {
+    let allowed = [("plan/mod.rs", "Instant::now")];
+    let forbidden = [
+        "std::fs",
+        "fs::read",
+        "fs::write",
+        "File::open",
+        "File::create",
+        "std::env",
+        "env::var",
+        "SystemTime",
+        "Instant::now",
+        "std::io::stdout",
+        "std::io::stderr",
+        "io::stdin",
+        "println!",
+        "eprintln!",
+        "print!(",
+        "eprint!(",
+    ];
+    let src = Path::new(ROOT).join("src");
+    let mut found = Vec::new();
+    for path in rust_files(&src) {
+        let rel = path.strip_prefix(&src).expect("below src");
+        let module = rel.iter().next().map(|m| m.to_string_lossy().trim_end_matches(".rs").to_owned());
+        if matches!(module.as_deref(), Some("cli" | "emit" | "bench" | "main" | "lib")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let Some(code) = library_code(&path, &text) else { continue };
+        for (i, line) in code.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("//") {
+                continue;
+            }
+            if let Some(word) = forbidden.iter().find(|w| trimmed.contains(*w)) {
+                if allowed.contains(&(rel.to_string_lossy().as_ref(), *word)) {
+                    continue;
+                }
+                found.push(format!("{}:{}: `{word}` in {}", rel.display(), i + 1, trimmed));
+            }
+        }
+    }
+    assert!(found.is_empty(), "IO in a stage:\n{}", found.join("\n"));
+}
+
+/// Solver types never leave the planner, and templates never see the raw manifest: only
+/// `src/plan/` names `good_lp`/`microlp`, and in `src/render/` only the pipeline names the manifest.
+#[test]
+fn solver_and_manifest_types_stay_where_they_belong() {
+    let src = Path::new(ROOT).join("src");
+    let mut found = Vec::new();
+    for path in rust_files(&src) {
+        let rel = path.strip_prefix(&src).expect("below src").to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        let names = |word: &str| code.iter().any(|l| l.contains(word));
+        if !rel.starts_with("plan/") && (names("good_lp") || names("microlp::")) {
+            found.push(format!("{rel} names a solver type"));
+        }
+        if rel.starts_with("render/") && rel != "render/pipeline.rs" && names("crate::manifest") {
+            found.push(format!("{rel} names the raw manifest"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
