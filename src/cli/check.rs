@@ -21,8 +21,10 @@ pub struct CheckArgs {
     /// Folder of templates that override the built-in ones, by file name.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
+    #[command(flatten)]
+    pub day2: super::compile::Day2Args,
 }
 
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<ExitStatus> {
-    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Check)
+    run_mode(ctx, &args.input, &args.out, args.templates.as_deref(), Mode::Check, &args.day2, false)
 }

@@ -665,6 +665,7 @@ pub fn rate_spec(
             memory_headroom: 0.0,
             time_slicing_efficiency: 0.9,
         },
+        change_policy: Default::default(),
     }
 }
 

@@ -635,6 +635,7 @@ mod tests {
                 cost_lower_bound_per_hour: None,
                 first_fit_decreasing_cost_per_hour: None,
             },
+            changes: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! milliseconds), defaults applied, and every cross-reference checked — or all the problems found,
 //! as diagnostics. Only [`validate`] builds a `Spec`.
 
+pub mod change_policy;
 pub mod names;
 pub mod units;
 mod validate;
@@ -17,6 +18,8 @@ pub use validate::{
     DEFAULT_ADMISSION_FACTOR, DEFAULT_MAX_TIME_SLICING_REPLICAS, DEFAULT_MEMORY_HEADROOM, DEFAULT_NAMESPACE,
     DEFAULT_OPERATOR_NAMESPACE, DEFAULT_TIME_SLICING_EFFICIENCY, validate,
 };
+
+pub use change_policy::{ChangeMode, ChangePolicy};
 
 use crate::diagnostics::Span;
 
@@ -31,6 +34,8 @@ pub struct Spec {
     /// Models sorted by name.
     pub models: Vec<Model>,
     pub policy: Policy,
+    /// Day 2: how a re-plan treats the previous plan (`changePolicy`).
+    pub change_policy: ChangePolicy,
 }
 
 /// Cluster-wide settings.

@@ -90,6 +90,7 @@ pub fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
             memory_headroom: 0.05,
             time_slicing_efficiency: 0.9,
         },
+        change_policy: Default::default(),
     }
 }
 
@@ -272,6 +273,7 @@ pub fn voice_pipeline() -> Fixture {
         ]),
         device_plugin_configs: BTreeMap::from([("voice-prod-exclusive".to_owned(), exclusive())]),
         quality: quality(2, 2, 4, Some(4.8)),
+        changes: None,
     };
     Fixture { name: "voice-pipeline".to_owned(), spec, plan }
 }
@@ -333,6 +335,7 @@ pub fn time_sliced() -> Fixture {
             DevicePluginConfig { time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 4)]) },
         )]),
         quality: quality(1, 1, 4, None),
+        changes: None,
     };
     Fixture { name: "time-sliced".to_owned(), spec, plan }
 }
@@ -376,6 +379,7 @@ pub fn autoscaled() -> Fixture {
         ]),
         device_plugin_configs: BTreeMap::from([("burst-exclusive".to_owned(), exclusive())]),
         quality: quality(2, 2, 10, Some(4.8)),
+        changes: None,
     };
     Fixture { name: "autoscaled".to_owned(), spec, plan }
 }
@@ -455,6 +459,7 @@ pub fn multi_gpu() -> Fixture {
         ]),
         device_plugin_configs: BTreeMap::from([("big-models-exclusive".to_owned(), exclusive())]),
         quality: quality(6, 6, 7, Some(14.4)),
+        changes: None,
     };
     Fixture { name: "multi-gpu".to_owned(), spec, plan }
 }

@@ -3,6 +3,7 @@
 mod bundle;
 mod catalog;
 mod cli;
+mod day2;
 mod docs;
 mod emit;
 mod examples;
