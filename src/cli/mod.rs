@@ -9,6 +9,7 @@ mod check;
 mod common;
 mod compile;
 mod completions;
+mod current;
 mod diff;
 mod explain;
 mod lint;
@@ -70,6 +71,7 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     Schema(schema::SchemaArgs),
     Catalog(catalog::CatalogArgs),
+    Current(current::CurrentArgs),
     #[command(name = "validate-mig-config")]
     ValidateMigConfig(lint::LintArgs),
     Completions(completions::CompletionsArgs),
@@ -155,6 +157,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
         Command::Validate(args) => validate::run(&ctx, &args),
         Command::Schema(args) => schema::run(&ctx, &args),
         Command::Catalog(args) => catalog::run(&ctx, &args),
+        Command::Current(args) => current::run(&ctx, &args),
         Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
         Command::Completions(args) => completions::run(&ctx, &args),
     }

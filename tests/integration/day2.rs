@@ -568,3 +568,30 @@ fn diff_json_has_a_semantic_summary() {
         assert!(c["path"].as_str().is_some_and(|p| p.ends_with(".yaml")), "{c}");
     }
 }
+
+#[test]
+fn current_import_reads_nvidia_labels_and_the_mig_parted_configmap() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/current");
+    let o = gpuplan()
+        .args(["current", "import", "--nodes"])
+        .arg(root.join("nodes.json"))
+        .arg("--mig-config")
+        .arg(root.join("mig-parted-configmap.yaml"))
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("- node: \"a100-node-1\"\n  gpus:\n    - [\"3g.40gb\", \"3g.40gb\"]\n    - [\"1g.10gb\", \"1g.10gb\", \"4g.40gb\"]\n"), "{text}");
+    assert!(text.contains("- node: \"a100-node-2\"\n  gpus:\n    - []\n    - []\n"), "{text}");
+    assert!(!text.contains("cpu-node-1"), "{text}");
+    // The output pastes into a manifest that validates.
+    let d = Dir::new("current");
+    let entries: String =
+        text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("        {l}\n")).collect();
+    let manifest = format!(
+        "apiVersion: gpuplan.io/v1alpha1\nkind: GpuPlan\nmetadata:\n  name: adopt\ninventory:\n  pools:\n    - name: a100\n      gpu: A100-SXM4-80GB\n      gpusPerNode: 2\n      nodes: [a100-node-1, a100-node-2]\n      current:\n{entries}models:\n  - name: m\n    image: r/m:1\n    memory: 9GiB\n    replicas: 1\n"
+    );
+    std::fs::write(d.0.join("m.yaml"), manifest).expect("write");
+    let v = gpuplan().arg("validate").arg(d.0.join("m.yaml")).output().expect("runs");
+    assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stderr));
+}
