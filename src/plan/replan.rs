@@ -85,7 +85,7 @@ pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Rep
             Some(n) => notes
                 .push(format!("{n} node(s) re-planned with the planner so that every replica has a place")),
             None => {
-                let plan = scratch.map_err(|d| d)?;
+                let plan = scratch?;
                 notes.push(
                     "the missing replicas found no place on a subset of the nodes: planned from scratch"
                         .to_owned(),
@@ -312,7 +312,7 @@ fn replicas_of(problem: &Problem<'_>, a: &Assignment, m: usize) -> Vec<(Slot, Ki
             for (gi, d) in n.gpus.iter().enumerate() {
                 match d {
                     Dev::Whole { tenant: Some(t) } if *t == m => {
-                        if whole % per == 0 {
+                        if whole.is_multiple_of(per) {
                             out.push(((pi, ni, gi, 0), Kind::Whole(per)));
                         }
                         whole += 1;
@@ -353,15 +353,11 @@ fn remove(problem: &Problem<'_>, a: &mut Assignment, m: usize, slot: Slot) {
                 *d = Dev::Whole { tenant: None };
             }
         }
-        Some(Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. }) => {
-            if ti < tenants.len() {
-                tenants.remove(ti);
-            }
+        Some(Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. }) if ti < tenants.len() => {
+            tenants.remove(ti);
         }
-        Some(Dev::Mig { tenants, .. }) => {
-            if ti < tenants.len() {
-                tenants.remove(ti);
-            }
+        Some(Dev::Mig { tenants, .. }) if ti < tenants.len() => {
+            tenants.remove(ti);
         }
         _ => {}
     }

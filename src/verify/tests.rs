@@ -88,6 +88,7 @@ fn plan_with(
             cost_lower_bound_per_hour: None,
             first_fit_decreasing_cost_per_hour: None,
         },
+        changes: None,
     }
 }
 
