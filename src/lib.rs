@@ -13,8 +13,15 @@ pub mod day2;
 pub mod diagnostics;
 pub mod emit;
 pub mod manifest;
+pub mod measurements;
 pub mod plan;
-pub mod profiles;
+/// Published-profile importers and the independent rate-plan verifier (their own home is being
+/// settled; the measurement format itself lives in [`measurements`]).
+pub mod profiles {
+    pub mod parvagpu;
+    pub mod verify;
+}
 pub mod render;
+pub mod simulate;
 pub mod spec;
 pub mod verify;

@@ -181,6 +181,7 @@ pub fn model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model 
         gpu_types: Vec::new(),
         priority: 0,
         llm: false,
+        deployment: Default::default(),
         span: None,
     }
 }
@@ -214,7 +215,13 @@ pub fn spec(name: &str, mut pools: Vec<Pool>, mut models: Vec<Model>) -> Spec {
                 rename_by_default: true,
                 fail_requests_greater_than_one: true,
             },
-            output: OutputOptions { cluster_policy_patch: true, helm_values: true, argocd: None, flux: None },
+            output: OutputOptions {
+                cluster_policy_patch: true,
+                helm_values: true,
+                argocd: None,
+                flux: None,
+                namespaces: true,
+            },
         },
         pools,
         models,

@@ -33,6 +33,8 @@ pub struct DeviceInfo {
     pub pci_id: Option<String>,
     /// SMs of the whole GPU.
     pub sms: Option<u32>,
+    /// Driver version the output was printed by (`nvidia-smi -q`, or `--driver`).
+    pub driver: Option<String>,
 }
 
 /// One profile row of `-lgip`.
@@ -72,31 +74,103 @@ fn problem(file: FileId, offset: usize, len: usize, message: String, help: &str)
         .with_help(help)
 }
 
-/// Reads the profile rows of `nvidia-smi mig -lgip`. Header, border and second (`CE JPEG/OFA`)
-/// lines are skipped; a line that starts like a profile row but cannot be read is an error.
+/// What one line of `-lgip` output is.
+enum LgipLine<'a> {
+    /// Blank, a border (`+---+`, `|===|`) or a header of the table.
+    Furniture,
+    /// The second line of a profile (`CE JPEG OFA` counts): numbers only.
+    Continuation,
+    /// A profile row: GPU index, profile name, the remaining cells.
+    Row(u32, &'a str, Vec<&'a str>),
+    /// Anything else.
+    Unknown,
+}
+
+const LGIP_HEADER_WORDS: &[&str] = &[
+    "gpu",
+    "instance",
+    "profiles:",
+    "name",
+    "id",
+    "instances",
+    "memory",
+    "p2p",
+    "sm",
+    "dec",
+    "enc",
+    "free/total",
+    "gib",
+    "ce",
+    "jpeg",
+    "ofa",
+];
+
+fn classify_lgip(line: &str) -> LgipLine<'_> {
+    let cells: Vec<&str> =
+        line.split(|c: char| c.is_whitespace() || c == '|').filter(|t| !t.is_empty()).collect();
+    if cells.is_empty() || cells.iter().all(|c| c.chars().all(|ch| matches!(ch, '+' | '-' | '=' | '|'))) {
+        return LgipLine::Furniture;
+    }
+    if cells.iter().all(|c| LGIP_HEADER_WORDS.contains(&c.to_ascii_lowercase().as_str())) {
+        return LgipLine::Furniture;
+    }
+    if cells.iter().all(|c| c.parse::<u32>().is_ok() || c.eq_ignore_ascii_case("N/A")) && cells.len() <= 4 {
+        return LgipLine::Continuation;
+    }
+    let Some((gpu, rest)) = cells.split_first() else { return LgipLine::Unknown };
+    let Ok(gpu) = gpu.parse::<u32>() else { return LgipLine::Unknown };
+    let rest = match rest.split_first() {
+        Some((mig, rest)) if mig.eq_ignore_ascii_case("MIG") => rest,
+        _ => rest,
+    };
+    match rest.split_first() {
+        Some((name, rest)) => LgipLine::Row(gpu, name, rest.to_vec()),
+        None => LgipLine::Unknown,
+    }
+}
+
+/// Reads the profile rows of `nvidia-smi mig -lgip`. Borders, headers and the second line of each
+/// profile (`CE JPEG OFA`) are recognised; every other line that is not a readable profile row is
+/// an error, never skipped.
 pub fn parse_lgip(file: FileId, text: &str) -> Result<Vec<LgipRow>, Diagnostics> {
     let mut rows = Vec::new();
     let mut diagnostics = Diagnostics::new();
+    let help = "expected `GPU MIG <name> <id> <free>/<total> <GiB> <P2P> <SM> <DEC> <ENC>`";
     for (offset, line) in lines_with_offsets(text) {
-        let cells: Vec<&str> =
-            line.split(|c: char| c.is_whitespace() || c == '|').filter(|t| !t.is_empty()).collect();
-        // A profile row is: GPU index, optional `MIG`, a profile name, then numbers.
-        let mut tokens = cells.as_slice();
-        let Some((gpu, rest)) = tokens.split_first() else { continue };
-        let Ok(gpu) = gpu.parse::<u32>() else { continue };
-        tokens = rest;
-        if tokens.first().is_some_and(|t| t.eq_ignore_ascii_case("MIG")) {
-            tokens = &tokens[1..];
-        }
-        let Some((name, rest)) = tokens.split_first() else { continue };
-        if name.chars().all(|c| c.is_ascii_digit()) {
-            // The continuation line (`CE JPEG OFA`) starts with numbers only.
-            continue;
-        }
-        let help = "expected `GPU MIG <name> <id> <free>/<total> <GiB> <P2P> <SM> <DEC> <ENC>`";
         let len = line.len();
+        let (gpu, name, rest) = match classify_lgip(line) {
+            LgipLine::Furniture | LgipLine::Continuation => continue,
+            LgipLine::Unknown if line.trim().to_ascii_lowercase().starts_with("no mig") => {
+                diagnostics.push(problem(
+                    file,
+                    offset,
+                    len,
+                    format!("no GPU-instance profile rows found: nvidia-smi says `{}`", line.trim()),
+                    "enable MIG mode (`nvidia-smi -i 0 -mig 1`) and run `nvidia-smi mig -lgip` again",
+                ));
+                continue;
+            }
+            LgipLine::Unknown => {
+                diagnostics.push(problem(
+                    file,
+                    offset,
+                    len,
+                    "this line is not part of `nvidia-smi mig -lgip` output".to_owned(),
+                    "pass the unedited output of `nvidia-smi mig -lgip` on a GPU with MIG mode enabled",
+                ));
+                continue;
+            }
+            LgipLine::Row(gpu, name, rest) => (gpu, name, rest),
+        };
         if name.split_once("g.").is_some_and(|(c, _)| c.contains('c')) {
-            continue; // compute-instance profile: not a GPU-instance shape
+            diagnostics.push(problem(
+                file,
+                offset,
+                len,
+                format!("`{name}` is a compute-instance profile, not a GPU-instance profile"),
+                "pass `nvidia-smi mig -lgip` (GPU-instance profiles), not `-lcip`",
+            ));
+            continue;
         }
         if !is_profile_name(name) {
             diagnostics.push(problem(file, offset, len, format!("`{name}` is not a MIG profile name"), help));
@@ -112,7 +186,7 @@ pub fn parse_lgip(file: FileId, text: &str) -> Result<Vec<LgipRow>, Diagnostics>
         })();
         match parsed {
             Some((id, total, memory_gib, sms)) => {
-                rows.push(LgipRow { gpu, name: (*name).to_owned(), id, total, memory_gib, sms, offset })
+                rows.push(LgipRow { gpu, name: name.to_owned(), id, total, memory_gib, sms, offset })
             }
             None => {
                 diagnostics.push(problem(file, offset, len, format!("cannot read the row of `{name}`"), help))
@@ -131,35 +205,36 @@ pub fn parse_lgip(file: FileId, text: &str) -> Result<Vec<LgipRow>, Diagnostics>
     if diagnostics.is_empty() { Ok(rows) } else { Err(diagnostics) }
 }
 
-/// Reads `nvidia-smi mig -lgipp` lines such as `GPU  0 Profile ID 19 Placements: {0,1,2}:1`.
+/// Reads one `-lgipp` line. The driver prints `Placements: {0,1,2}:1` for several placements and
+/// `Placement : {0}:4` (singular, a space before the colon) for one; spacing varies.
+fn parse_placement_line(line: &str) -> Option<Placements> {
+    let compact: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+    let lower = compact.to_ascii_lowercase();
+    let rest = lower.strip_prefix("gpu")?;
+    let (gpu, rest) = rest.split_once("profileid")?;
+    let gpu = gpu.parse::<u32>().ok()?;
+    let (id, rest) = rest.split_once("placement")?;
+    let id = id.parse::<u32>().ok()?;
+    let rest = rest.strip_prefix('s').unwrap_or(rest);
+    let rest = rest.strip_prefix(':')?;
+    let inner = rest.strip_prefix('{')?;
+    let (list, size) = inner.split_once("}:")?;
+    let size = size.parse::<u8>().ok().filter(|&s| s > 0)?;
+    let starts = list.split(',').map(|s| s.parse::<u8>().ok()).collect::<Option<Vec<u8>>>()?;
+    (!starts.is_empty()).then_some(Placements { gpu, id, starts, size })
+}
+
+/// Reads `nvidia-smi mig -lgipp` output: one placement line per profile and GPU. Blank lines are
+/// allowed; every other line that is not a placement line is an error, never skipped.
 pub fn parse_lgipp(file: FileId, text: &str) -> Result<Vec<Placements>, Diagnostics> {
     let mut out = Vec::new();
     let mut diagnostics = Diagnostics::new();
-    let help = "expected `GPU <n> Profile ID <id> Placements: {<start>,...}:<size>`";
+    let help = "expected `GPU <n> Profile ID <id> Placements: {<start>,...}:<size>` (or `Placement : {<start>}:<size>`)";
     for (offset, line) in lines_with_offsets(text) {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || !trimmed.to_ascii_lowercase().contains("placements") {
+        if line.trim().is_empty() {
             continue;
         }
-        let parsed = (|| {
-            let compact: String = trimmed.chars().filter(|c| !c.is_whitespace()).collect();
-            let lower = compact.to_ascii_lowercase();
-            let rest = lower.strip_prefix("gpu")?;
-            let (gpu, rest) = rest.split_once("profileid")?;
-            let gpu = gpu.parse::<u32>().ok()?;
-            let (id, rest) = rest.split_once("placements:")?;
-            let id = id.parse::<u32>().ok()?;
-            let inner = rest.strip_prefix('{')?;
-            let (list, size) = inner.split_once("}:")?;
-            let size = size.parse::<u8>().ok().filter(|&s| s > 0)?;
-            let starts = list
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .map(|s| s.parse::<u8>().ok())
-                .collect::<Option<Vec<u8>>>()?;
-            (!starts.is_empty()).then_some(Placements { gpu, id, starts, size })
-        })();
-        match parsed {
+        match parse_placement_line(line) {
             Some(p) => out.push(p),
             None => diagnostics.push(problem(
                 file,
@@ -182,32 +257,90 @@ pub fn parse_lgipp(file: FileId, text: &str) -> Result<Vec<Placements>, Diagnost
     if diagnostics.is_empty() { Ok(out) } else { Err(diagnostics) }
 }
 
-/// Reads product name, total memory and PCI device id from `nvidia-smi -q` (first GPU).
-pub fn parse_query(text: &str) -> DeviceInfo {
+/// Reads product name, total memory, PCI device id and driver version of the first GPU from
+/// `nvidia-smi -q`, as text or as XML (`nvidia-smi -q -x`, recognised by its `<` start). What is
+/// absent stays `None`; [`import`] refuses to guess the total memory.
+pub fn parse_query(file: FileId, text: &str) -> Result<DeviceInfo, Diagnostics> {
+    if text.trim_start().starts_with('<') { parse_query_xml(file, text) } else { Ok(parse_query_text(text)) }
+}
+
+fn parse_query_text(text: &str) -> DeviceInfo {
     let mut info = DeviceInfo::default();
-    let mut in_fb_memory = false;
+    let mut section = String::new();
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else {
             let heading = line.trim();
             if !heading.is_empty() {
-                in_fb_memory = heading.eq_ignore_ascii_case("FB Memory Usage");
+                section = heading.to_ascii_lowercase();
             }
             continue;
         };
         let (key, value) = (key.trim(), value.trim());
         if value.is_empty() {
-            in_fb_memory = key.eq_ignore_ascii_case("FB Memory Usage");
+            section = key.to_ascii_lowercase();
             continue;
         }
-        if key.eq_ignore_ascii_case("Product Name") && info.name.is_none() {
+        if key.eq_ignore_ascii_case("Driver Version") && info.driver.is_none() {
+            info.driver = Some(value.to_owned());
+        } else if key.eq_ignore_ascii_case("Product Name") && info.name.is_none() {
             info.name = Some(value.to_owned());
         } else if key.eq_ignore_ascii_case("Device Id") && info.pci_id.is_none() {
             info.pci_id = Some(value.to_owned());
-        } else if in_fb_memory && key.eq_ignore_ascii_case("Total") && info.memory_mib.is_none() {
-            info.memory_mib = value.split_whitespace().next().and_then(|n| n.parse().ok());
+        } else if section == "fb memory usage"
+            && key.eq_ignore_ascii_case("Total")
+            && info.memory_mib.is_none()
+        {
+            info.memory_mib = parse_mib(value);
         }
     }
     info
+}
+
+/// `143771 MiB` → 143771.
+fn parse_mib(value: &str) -> Option<u64> {
+    let mut words = value.split_whitespace();
+    let n = words.next()?.parse().ok()?;
+    words.next().is_none_or(|u| u.eq_ignore_ascii_case("MiB")).then_some(n)
+}
+
+fn child<'a, 'input>(node: roxmltree::Node<'a, 'input>, name: &str) -> Option<roxmltree::Node<'a, 'input>> {
+    node.children().find(|n| n.has_tag_name(name))
+}
+
+fn text_of(node: Option<roxmltree::Node<'_, '_>>) -> Option<String> {
+    node.and_then(|n| n.text()).map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned)
+}
+
+fn parse_query_xml(file: FileId, text: &str) -> Result<DeviceInfo, Diagnostics> {
+    // nvidia-smi prints a DOCTYPE line (`nvsmi_device_v12.dtd`); its entities are not needed.
+    let options = roxmltree::ParsingOptions { allow_dtd: true, ..roxmltree::ParsingOptions::default() };
+    let doc = match roxmltree::Document::parse_with_options(text, options) {
+        Ok(doc) => doc,
+        Err(err) => {
+            return Err(Diagnostics::from_iter([problem(
+                file,
+                0,
+                0,
+                format!("not readable as `nvidia-smi -q -x` XML: {err}"),
+                "pass the unedited output of `nvidia-smi -q -x`",
+            )]));
+        }
+    };
+    let root = doc.root_element();
+    let mut info = DeviceInfo { driver: text_of(child(root, "driver_version")), ..DeviceInfo::default() };
+    if let Some(gpu) = child(root, "gpu") {
+        info.name = text_of(child(gpu, "product_name"));
+        // The XML prints the device id without `0x` (`233510DE`); the text output with it.
+        info.pci_id = text_of(child(gpu, "pci").and_then(|p| child(p, "pci_device_id")))
+            .map(|id| if id.starts_with("0x") || id.starts_with("0X") { id } else { format!("0x{id}") });
+        info.memory_mib = text_of(child(gpu, "fb_memory_usage").and_then(|m| child(m, "total")))
+            .and_then(|t| parse_mib(&t));
+    }
+    Ok(info)
+}
+
+fn driver_note(info: &DeviceInfo) -> String {
+    info.driver.as_ref().map_or_else(String::new, |d| format!(", driver {d}"))
 }
 
 /// A catalog id derived from a product name: `NVIDIA H100 80GB HBM3` → `H100-80GB-HBM3`.
@@ -232,6 +365,7 @@ pub fn import(
     (lgip_name, lgip): (&str, &str),
     (lgipp_name, lgipp): (&str, &str),
     info: &DeviceInfo,
+    query_file: Option<FileId>,
 ) -> Result<GpuModel, Diagnostics> {
     let lgip_file = sources.add(lgip_name, lgip);
     let lgipp_file = sources.add(lgipp_name, lgipp);
@@ -281,9 +415,20 @@ pub fn import(
             size: place.size,
             attributes: name_attributes(&row.name),
             trust: Trust::Driver,
-            source: "imported from nvidia-smi mig -lgip / -lgipp".to_owned(),
+            source: format!("nvidia-smi mig -lgip / -lgipp{}", driver_note(info)),
+            driver: info.driver.clone(),
         });
     }
+    let Some(memory_mib) = info.memory_mib else {
+        diagnostics.push(problem(
+            query_file.unwrap_or(lgip_file),
+            0,
+            0,
+            "the GPU's total memory is unknown: no `FB Memory Usage` total (`<fb_memory_usage><total>` in XML)".to_owned(),
+            "pass the complete output of `nvidia-smi -q` or `nvidia-smi -q -x` with `--query`, or give `--memory-mib`",
+        ));
+        return Err(diagnostics);
+    };
     let Some(name) = info.name.clone() else {
         diagnostics.push(problem(
             lgip_file,
@@ -303,7 +448,6 @@ pub fn import(
         .flat_map(|p| p.starts.iter().map(move |&s| s.saturating_add(p.size)))
         .max()
         .unwrap_or(0);
-    let largest_memory = profiles.iter().map(|p| p.memory_mib).max().unwrap_or(0);
     let sms = info.sms.unwrap_or_else(|| profiles.iter().map(|p| p.sms).max().unwrap_or(0));
     let gpu = GpuModel {
         id: info.id.clone().unwrap_or_else(|| id_from_name(&name)),
@@ -314,10 +458,15 @@ pub fn import(
             .iter()
             .filter_map(|id| super::normalize_pci_id(id).or(Some(id.clone())))
             .collect(),
-        memory_mib: info.memory_mib.unwrap_or(largest_memory),
+        memory_mib,
         sms,
-        trust: if info.memory_mib.is_some() && info.sms.is_some() { Trust::Driver } else { Trust::Inferred },
-        source: "imported from nvidia-smi output".to_owned(),
+        trust: if info.sms.is_some() { Trust::Driver } else { Trust::Inferred },
+        source: format!(
+            "memory: nvidia-smi -q{}; SMs: {}",
+            driver_note(info),
+            if info.sms.is_some() { "given" } else { "the largest profile's SMs (inferred)" }
+        ),
+        driver: info.driver.clone(),
         name,
         mig: Some(MigGeometry { compute_slices, memory_slices, profiles }),
     };
@@ -338,4 +487,119 @@ pub fn import(
             })
             .collect())
     }
+}
+
+/// Where an imported GPU goes in an existing catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// No entry has this GPU: a new entry with the imported id.
+    New,
+    /// The entry with this id is this GPU (same id, or same PCI id and no `--id`): merge into it.
+    Merge(String),
+}
+
+/// Decides where `imported` goes. `explicit_id`: the id the user asked for (`--id`). Refuses (the
+/// message says why and what to do) when the import would shadow another entry's id, alias or
+/// product label, or when its PCI id matches several entries, or an entry other than `--id`.
+pub fn target(
+    catalog: &super::Catalog,
+    imported: &GpuModel,
+    explicit_id: Option<&str>,
+) -> Result<Target, String> {
+    let by_pci: Vec<&GpuModel> =
+        catalog.iter().filter(|g| imported.pci_ids.iter().any(|p| g.matches_pci_id(p))).collect();
+    if let Some(id) = explicit_id {
+        if let Some(existing) = catalog.get(id) {
+            if !by_pci.is_empty() && !by_pci.iter().any(|g| g.id == existing.id) {
+                return Err(format!(
+                    "`{id}` is `{}`, but the imported GPU's PCI id {} belongs to `{}`; import with `--id {}` to merge into it",
+                    existing.id,
+                    imported.pci_ids.join(", "),
+                    by_pci.iter().map(|g| g.id.as_str()).collect::<Vec<_>>().join("`, `"),
+                    by_pci[0].id
+                ));
+            }
+            return Ok(Target::Merge(existing.id.clone()));
+        }
+    } else if let [one] = by_pci.as_slice() {
+        return Ok(Target::Merge(one.id.clone()));
+    } else if by_pci.len() > 1 {
+        return Err(format!(
+            "the imported GPU's PCI id {} matches `{}`; choose one with `--id`",
+            imported.pci_ids.join(", "),
+            by_pci.iter().map(|g| g.id.as_str()).collect::<Vec<_>>().join("`, `")
+        ));
+    } else {
+        // No PCI id to go by: the same product name, label or id is the same GPU.
+        let mut same: Vec<&str> = std::iter::once(&imported.id)
+            .chain(&imported.product_labels)
+            .chain(std::iter::once(&imported.name))
+            .filter_map(|n| {
+                catalog.get(n).or_else(|| catalog.iter().find(|g| g.name.eq_ignore_ascii_case(n)))
+            })
+            .map(|g| g.id.as_str())
+            .collect();
+        same.sort_unstable();
+        same.dedup();
+        match same.as_slice() {
+            [] => {}
+            [one] => return Ok(Target::Merge((*one).to_owned())),
+            many => {
+                return Err(format!(
+                    "the imported GPU's names match `{}`; choose one with `--id`",
+                    many.join("`, `")
+                ));
+            }
+        }
+    }
+    // A new entry: none of its names may already name another GPU.
+    let names = std::iter::once(&imported.id).chain(&imported.aliases).chain(&imported.product_labels);
+    for name in names {
+        if let Some(other) = catalog.get(name) {
+            return Err(format!(
+                "`{name}` already names `{}` in the catalog; import with `--id {}` to merge into it, or give a new `--id` and remove `{name}` from the new entry's aliases",
+                other.id, other.id
+            ));
+        }
+    }
+    Ok(Target::New)
+}
+
+/// Merges an import into the existing entry: the entry keeps its id, aliases, product labels and
+/// notes (its former `source` is kept after the new one); PCI ids are united; the profile table,
+/// total memory and driver version are the driver's. The SM count is kept unless the import was
+/// given one (`-lgip` does not print the whole GPU's SMs). Returns the merged entry and the
+/// names of profiles the catalog had but this driver does not print (dropped).
+pub fn merge(existing: &GpuModel, imported: GpuModel) -> (GpuModel, Vec<String>) {
+    let mut merged = existing.clone();
+    for id in &imported.pci_ids {
+        if !merged.pci_ids.iter().any(|p| p.eq_ignore_ascii_case(id)) {
+            merged.pci_ids.push(id.clone());
+        }
+    }
+    for label in &imported.product_labels {
+        if !merged.product_labels.iter().any(|p| p.eq_ignore_ascii_case(label))
+            && !merged.aliases.iter().any(|a| a.eq_ignore_ascii_case(label))
+        {
+            merged.aliases.push(label.clone());
+        }
+    }
+    merged.memory_mib = imported.memory_mib;
+    merged.driver = imported.driver.clone();
+    if imported.trust == Trust::Driver {
+        merged.sms = imported.sms;
+    }
+    let earlier = existing.source.split(" | before import: ").next().unwrap_or_default();
+    merged.source = if earlier.is_empty() || earlier == imported.source {
+        imported.source.clone()
+    } else {
+        format!("{} | before import: {earlier}", imported.source)
+    };
+    if imported.trust == Trust::Driver {
+        merged.trust = Trust::Driver;
+    }
+    let dropped =
+        existing.profile_names().filter(|n| imported.profile(n).is_none()).map(str::to_owned).collect();
+    merged.mig = imported.mig;
+    (merged, dropped)
 }

@@ -228,6 +228,15 @@ pub fn lint(sources: &mut Sources, name: &str, text: &str, catalog: &Catalog) ->
     let value: Result<serde_json::Value, _> = serde_saphyr::from_str(text);
     let is_config_map =
         value.as_ref().is_ok_and(|v| v.get("kind").and_then(|k| k.as_str()) == Some("ConfigMap"));
+    // gpuplan's own ConfigMap holds one config per node layout, filtered to the pool's GPU and
+    // selected per node by label: GPUs it does not name are not meant to be touched.
+    let node_specific = is_config_map
+        && value
+            .as_ref()
+            .ok()
+            .and_then(|v| v.pointer("/metadata/labels/app.kubernetes.io~1managed-by"))
+            .and_then(|v| v.as_str())
+            == Some("gpuplan");
     let mut diagnostics = if is_config_map {
         let inner = value.as_ref().ok().and_then(|v| v.pointer("/data/config.yaml")).and_then(|v| v.as_str());
         match inner {
@@ -238,15 +247,17 @@ pub fn lint(sources: &mut Sources, name: &str, text: &str, catalog: &Catalog) ->
             .at(Span::new(file, 0..0), "in this ConfigMap")
             .with_help("the MIG manager reads its config from the `config.yaml` key")]),
             Some(inner) => match block_lines(text, inner) {
-                Some(lines) => lint_text(&Locator { file, lines: Some(lines) }, inner, catalog),
+                Some(lines) => {
+                    lint_text(&Locator { file, lines: Some(lines) }, inner, catalog, node_specific)
+                }
                 None => {
                     let inner_file = sources.add(format!("{name} (data.\"config.yaml\")"), inner);
-                    lint_text(&Locator { file: inner_file, lines: None }, inner, catalog)
+                    lint_text(&Locator { file: inner_file, lines: None }, inner, catalog, node_specific)
                 }
             },
         }
     } else {
-        lint_text(&Locator { file, lines: None }, text, catalog)
+        lint_text(&Locator { file, lines: None }, text, catalog, false)
     };
     diagnostics.sort();
     diagnostics
@@ -281,7 +292,7 @@ fn block_lines(outer: &str, inner: &str) -> Option<Vec<(usize, usize)>> {
     (rebuilt.trim_end() == inner.trim_end()).then_some(mapped)
 }
 
-fn lint_text(at: &Locator, text: &str, catalog: &Catalog) -> Diagnostics {
+fn lint_text(at: &Locator, text: &str, catalog: &Catalog, node_specific: bool) -> Diagnostics {
     let mut out = Diagnostics::new();
     let raw: RawConfig = match serde_saphyr::from_str(text) {
         Ok(raw) => raw,
@@ -310,7 +321,7 @@ fn lint_text(at: &Locator, text: &str, catalog: &Catalog) -> Diagnostics {
         );
     }
     for (name, entries) in &raw.mig_configs.value.0 {
-        lint_config(at, catalog, name, entries, &mut out);
+        lint_config(at, catalog, name, entries, node_specific, &mut out);
     }
     out
 }
@@ -320,6 +331,7 @@ fn lint_config(
     catalog: &Catalog,
     name: &Spanned<String>,
     entries: &Spanned<Vec<Spanned<RawEntry>>>,
+    node_specific: bool,
     out: &mut Diagnostics,
 ) {
     let config = &name.value;
@@ -477,7 +489,7 @@ fn lint_config(
             _ => {}
         }
     }
-    if !any_unfiltered && !layouts.is_empty() {
+    if !any_unfiltered && !node_specific && !layouts.is_empty() {
         let untouched: Vec<&str> = catalog
             .iter()
             .filter(|g| !matched.contains(g.id.as_str()))

@@ -69,6 +69,9 @@ pub struct GpuModel {
     /// Where `memoryMib` and `sms` come from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// Driver version `memoryMib` was read from, when known (memory sizes change between drivers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
     /// MIG geometry; absent for GPUs without MIG.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig: Option<MigGeometry>,
@@ -112,6 +115,9 @@ pub struct MigProfile {
     /// Where this row comes from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// Driver version this row was read from, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
 }
 
 /// The attributes a profile name may carry (go-nvlib's grammar).
@@ -331,15 +337,57 @@ impl Catalog {
         self.gpus.insert(gpu.id.clone(), gpu)
     }
 
-    /// Looks a GPU up by id, alias or product label, case-insensitively.
+    /// Looks a GPU up by id, alias, product label (`nvidia.com/gpu.product`) or product name as
+    /// `nvidia-smi` prints it, compared by [`normalize_gpu_name`]: case, spaces, dashes,
+    /// underscores, a leading `NVIDIA` and the spelling of memory sizes (`80G`, `80GB`, `80GiB`)
+    /// do not matter. A name that two GPUs share resolves to neither.
     pub fn get(&self, id: &str) -> Option<&GpuModel> {
-        self.gpus.get(id).or_else(|| {
-            self.gpus.values().find(|g| {
-                g.id.eq_ignore_ascii_case(id)
-                    || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(id))
-                    || g.product_labels.iter().any(|a| a.eq_ignore_ascii_case(id))
-            })
-        })
+        if let Some(g) = self.gpus.get(id) {
+            return Some(g);
+        }
+        let wanted = normalize_gpu_name(id);
+        if wanted.is_empty() {
+            return None;
+        }
+        let mut found = self.gpus.values().filter(|g| gpu_names(g).any(|n| normalize_gpu_name(n) == wanted));
+        match (found.next(), found.next()) {
+            (Some(g), None) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The GPUs a name that does not resolve most likely means, best first (at most five): those
+    /// whose names contain every word of it (`H100 SXM` → both H100 SXM5 entries; `H100-80G-SXM`
+    /// → `H100-SXM5-80GB`), else the nearest id or alias by edit distance.
+    pub fn suggest(&self, name: &str) -> Vec<&str> {
+        let words = gpu_name_words(name);
+        if !words.is_empty() {
+            let mut hits: Vec<(usize, &str)> = self
+                .gpus
+                .values()
+                .filter_map(|g| {
+                    gpu_names(g)
+                        .map(gpu_name_words)
+                        .filter(|have| {
+                            words.iter().all(|w| {
+                                have.iter().any(|h| h == w || (h.starts_with(w.as_str()) && w.len() >= 3))
+                            })
+                        })
+                        .map(|have| have.len())
+                        .min()
+                        .map(|extra| (extra, g.id.as_str()))
+                })
+                .collect();
+            hits.sort_unstable();
+            if !hits.is_empty() {
+                return hits.into_iter().take(5).map(|(_, id)| id).collect();
+            }
+        }
+        let candidates: Vec<(&str, &str)> =
+            self.gpus.values().flat_map(|g| gpu_names(g).map(move |n| (n, g.id.as_str()))).collect();
+        crate::diagnostics::nearest(name, candidates.iter().map(|(n, _)| *n))
+            .and_then(|n| candidates.iter().find(|(c, _)| *c == n).map(|(_, id)| vec![*id]))
+            .unwrap_or_default()
     }
 
     /// The GPUs a mig-parted device filter names (by PCI device id).
@@ -361,6 +409,49 @@ impl Catalog {
 
     pub fn is_empty(&self) -> bool {
         self.gpus.is_empty()
+    }
+}
+
+/// Every name a GPU answers to: id, aliases, product labels and product name.
+fn gpu_names(g: &GpuModel) -> impl Iterator<Item = &str> {
+    std::iter::once(g.id.as_str())
+        .chain(g.aliases.iter().map(String::as_str))
+        .chain(g.product_labels.iter().map(String::as_str))
+        .chain(std::iter::once(g.name.as_str()))
+}
+
+/// The words of a GPU name, lowercase: split at spaces, dashes and underscores, without a leading
+/// `nvidia`, memory sizes spelt `<n>gb` (`80G`, `80GB`, `80GiB` alike).
+pub fn gpu_name_words(name: &str) -> Vec<String> {
+    let mut words: Vec<String> = name
+        .split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '/'))
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let w = w.to_ascii_lowercase();
+            let digits = w.chars().take_while(char::is_ascii_digit).count();
+            match &w[digits..] {
+                "g" | "gb" | "gib" if digits > 0 => format!("{}gb", &w[..digits]),
+                _ => w,
+            }
+        })
+        .collect();
+    if words.first().is_some_and(|w| w == "nvidia") {
+        words.remove(0);
+    }
+    words
+}
+
+/// A GPU name reduced for comparison: its [`gpu_name_words`] joined.
+pub fn normalize_gpu_name(name: &str) -> String {
+    gpu_name_words(name).concat()
+}
+
+/// The help line of an unknown-GPU diagnostic, from [`Catalog::suggest`]'s answer.
+pub fn suggestion_help(suggestions: &[&str]) -> String {
+    match suggestions {
+        [] => "`gpuplan catalog list` shows every id; add new hardware with `--catalog DIR`".to_owned(),
+        [one] => format!("did you mean `{one}`? `gpuplan catalog list` shows every id"),
+        many => format!("did you mean one of `{}`? `gpuplan catalog list` shows every id", many.join("`, `")),
     }
 }
 

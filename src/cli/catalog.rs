@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::common::{load_catalog_checked, read_text, report};
 use super::{Ctx, ExitStatus, Format};
-use crate::catalog::import::{DeviceInfo, import, parse_query};
+use crate::catalog::import::{DeviceInfo, Target, import, merge, parse_query, target};
 use crate::catalog::layout::{self, Layout};
 use crate::catalog::{Catalog, GpuModel};
 use crate::diagnostics::Sources;
@@ -38,6 +38,10 @@ pub enum CatalogCommand {
         gpu: String,
     },
     /// Write a catalog entry from `nvidia-smi mig -lgip` and `nvidia-smi mig -lgipp` output.
+    ///
+    /// When the catalog already has the GPU (same PCI id, or the id given by `--id`), the entry is
+    /// merged: it keeps its id, aliases, labels and notes and takes the driver's profile table and
+    /// memory. An import that would take over another entry's id or alias is refused.
     Import(ImportArgs),
 }
 
@@ -50,7 +54,8 @@ pub struct ImportArgs {
     /// Output of `nvidia-smi mig -lgipp` (allowed placements).
     #[arg(long, value_name = "FILE")]
     pub lgipp: PathBuf,
-    /// Output of `nvidia-smi -q`, for the product name, total memory and PCI device id.
+    /// Output of `nvidia-smi -q` or `nvidia-smi -q -x` (XML), for the product name, total memory,
+    /// PCI device id and driver version.
     #[arg(long, value_name = "FILE")]
     pub query: Option<PathBuf>,
     /// Catalog id of the new entry (default: derived from the product name).
@@ -65,9 +70,12 @@ pub struct ImportArgs {
     /// PCI device id, `0xDDDD10DE`.
     #[arg(long, value_name = "ID")]
     pub pci_id: Option<String>,
-    /// SMs of the whole GPU (default: the largest profile's SMs).
+    /// SMs of the whole GPU (default: the largest profile's SMs; kept from the catalog on a merge).
     #[arg(long)]
     pub sms: Option<u32>,
+    /// Driver version the outputs were printed by (default: read from `--query`).
+    #[arg(long, value_name = "VERSION")]
+    pub driver: Option<String>,
     /// Write the entry to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -75,7 +83,7 @@ pub struct ImportArgs {
 
 pub fn run(ctx: &Ctx, args: &CatalogArgs) -> anyhow::Result<ExitStatus> {
     if let CatalogCommand::Import(import_args) = &args.command {
-        return run_import(ctx, import_args);
+        return run_import(ctx, import_args, &args.catalog);
     }
     let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
         return Ok(ExitStatus::Problems);
@@ -156,8 +164,7 @@ struct Shown<'a> {
 
 fn show(ctx: &Ctx, catalog: &Catalog, wanted: &str) -> anyhow::Result<ExitStatus> {
     let Some(gpu) = catalog.get(wanted) else {
-        let hint = crate::diagnostics::nearest(wanted, catalog.ids())
-            .map_or_else(String::new, |n| format!("\nhelp: did you mean `{n}`?"));
+        let hint = format!("\nhelp: {}", crate::catalog::suggestion_help(&catalog.suggest(wanted)));
         ctx.err(&format!("error: no GPU `{wanted}` in the catalog{hint}"))?;
         return Ok(ExitStatus::Problems);
     };
@@ -180,6 +187,9 @@ fn show(ctx: &Ctx, catalog: &Catalog, wanted: &str) -> anyhow::Result<ExitStatus
     Ok(ExitStatus::Success)
 }
 
+/// (trust, driver, source) of a profile row.
+type Provenance<'a> = (&'a str, &'a str, &'a str);
+
 /// The human description of one GPU: facts, profile table, maximal layouts.
 fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
     let mut text = format!("{}  ({})\n", gpu.id, gpu.name);
@@ -194,6 +204,11 @@ fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
     if !gpu.aliases.is_empty() {
         text.push_str(&format!("aliases: {}\n", gpu.aliases.join(", ")));
     }
+    text.push_str(&format!(
+        "source: {}{}\n",
+        if gpu.source.is_empty() { "-" } else { &gpu.source },
+        gpu.driver.as_ref().map_or_else(String::new, |d| format!(" (driver {d})"))
+    ));
     let Some(mig) = &gpu.mig else {
         text.push_str("no MIG: use it whole or time-sliced\n");
         return text;
@@ -219,6 +234,23 @@ fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
             p.max_count,
             starts,
             trust_word(p.trust)
+        ));
+    }
+    // Provenance: one line per distinct (trust, driver, source), naming the rows it covers.
+    let mut groups: Vec<(Provenance<'_>, Vec<&str>)> = Vec::new();
+    for p in &mig.profiles {
+        let key = (trust_word(p.trust), p.driver.as_deref().unwrap_or("-"), p.source.as_str());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, names)) => names.push(&p.name),
+            None => groups.push((key, vec![&p.name])),
+        }
+    }
+    text.push_str("\nprovenance (trust, driver, source):\n");
+    for ((trust, driver, source), names) in &groups {
+        text.push_str(&format!(
+            "  {}: {trust}, driver {driver}, {}\n",
+            names.join(" "),
+            if source.is_empty() { "-" } else { source }
         ));
     }
     text.push_str(&format!("\nmaximal layouts ({}), one cell per memory slice:\n", maximal.len()));
@@ -252,27 +284,61 @@ fn read_input(path: &Path, stdin_used: &mut bool) -> anyhow::Result<String> {
     read_text(path)
 }
 
-fn run_import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<ExitStatus> {
+fn run_import(ctx: &Ctx, args: &ImportArgs, catalog_dirs: &[PathBuf]) -> anyhow::Result<ExitStatus> {
+    let Ok(catalog) = load_catalog_checked(ctx, catalog_dirs)? else {
+        return Ok(ExitStatus::Problems);
+    };
     let mut stdin_used = false;
     let lgip = read_input(&args.lgip, &mut stdin_used)?;
     let lgipp = read_input(&args.lgipp, &mut stdin_used)?;
-    let mut info = match &args.query {
-        Some(path) => parse_query(&read_input(path, &mut stdin_used)?),
-        None => DeviceInfo::default(),
+    let mut sources = Sources::new();
+    let (mut info, query_file) = match &args.query {
+        Some(path) => {
+            let text = read_input(path, &mut stdin_used)?;
+            let file = sources.add(path.display().to_string(), text.clone());
+            match parse_query(file, &text) {
+                Ok(info) => (info, Some(file)),
+                Err(diagnostics) => {
+                    report(ctx, &sources, &diagnostics)?;
+                    return Ok(ExitStatus::Problems);
+                }
+            }
+        }
+        None => (DeviceInfo::default(), None),
     };
     info.id = args.id.clone().or(info.id);
     info.name = args.name.clone().or(info.name);
     info.memory_mib = args.memory_mib.or(info.memory_mib);
     info.pci_id = args.pci_id.clone().or(info.pci_id);
     info.sms = args.sms.or(info.sms);
-    let mut sources = Sources::new();
+    info.driver = args.driver.clone().or(info.driver);
     let lgip_name = args.lgip.display().to_string();
     let lgipp_name = args.lgipp.display().to_string();
-    let gpu = match import(&mut sources, (&lgip_name, &lgip), (&lgipp_name, &lgipp), &info) {
+    let gpu = match import(&mut sources, (&lgip_name, &lgip), (&lgipp_name, &lgipp), &info, query_file) {
         Ok(gpu) => gpu,
         Err(diagnostics) => {
             report(ctx, &sources, &diagnostics)?;
             return Ok(ExitStatus::Problems);
+        }
+    };
+    let gpu = match target(&catalog, &gpu, args.id.as_deref()) {
+        Err(why) => {
+            ctx.err(&format!("error[{}]: {why}", crate::diagnostics::codes::CATALOG_IMPORT_CONFLICT))?;
+            return Ok(ExitStatus::Problems);
+        }
+        Ok(Target::New) => gpu,
+        Ok(Target::Merge(id)) => {
+            let existing = catalog.get(&id).context("merge target vanished")?;
+            let (merged, dropped) = merge(existing, gpu);
+            let mut note = format!("merged into the catalog entry `{id}` (its id, aliases and notes kept)");
+            if !dropped.is_empty() {
+                note.push_str(&format!(
+                    "; profiles this driver does not print were dropped: {}",
+                    dropped.join(", ")
+                ));
+            }
+            ctx.status(&note)?;
+            merged
         }
     };
     let yaml = format!(

@@ -91,7 +91,7 @@ pub fn load_catalog_checked(
 /// inside `Ok`; tool failures are `Err`.
 ///
 /// Measured-point files that models reference (`demand.measurements`, relative to the manifest)
-/// are read here, parsed with [`crate::profiles::parse_csv`] and handed to validation inside the
+/// are read here, parsed with [`crate::measurements::parse_csv`] and handed to validation inside the
 /// manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
 /// manifest is a tool failure (exit 2).
 pub fn load_spec(
@@ -147,6 +147,8 @@ pub fn load_spec_quietly(
         Ok((spec, warnings)) if !problems.has_errors() => Ok(Ok((sources, catalog, spec, warnings))),
         Ok((_, diags)) | Err(diags) => {
             problems.extend(diags);
+            // Advice about a plan (`memory-headroom-margin`) is noise next to errors.
+            problems.0.retain(|d| d.code != crate::diagnostics::codes::MEMORY_HEADROOM_MARGIN);
             problems.sort();
             report(ctx, &sources, &problems)?;
             Ok(Err(Rejected))
@@ -171,7 +173,7 @@ fn load_measurements(
         }
         let file = base.join(&reference.value);
         let points = match std::fs::read_to_string(&file) {
-            Ok(text) => match crate::profiles::parse_csv(sources, &file.display().to_string(), &text) {
+            Ok(text) => match crate::measurements::parse_csv(sources, &file.display().to_string(), &text) {
                 Ok(points) => points,
                 Err(d) => {
                     diags.extend(d);

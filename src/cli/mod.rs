@@ -12,8 +12,11 @@ mod completions;
 mod current;
 mod diff;
 mod explain;
+mod latency;
 mod lint;
+mod measurements;
 mod schema;
+mod simulate;
 mod validate;
 
 use std::io::{self, IsTerminal, Write};
@@ -70,10 +73,13 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     Validate(validate::ValidateArgs),
     Schema(schema::SchemaArgs),
+    Simulate(simulate::SimulateArgs),
     Catalog(catalog::CatalogArgs),
     Current(current::CurrentArgs),
     #[command(name = "validate-mig-config")]
     ValidateMigConfig(lint::LintArgs),
+    Latency(latency::LatencyArgs),
+    Measurements(measurements::MeasurementsArgs),
     Completions(completions::CompletionsArgs),
 }
 
@@ -156,9 +162,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
         Command::Explain(args) => explain::run(&ctx, &args),
         Command::Validate(args) => validate::run(&ctx, &args),
         Command::Schema(args) => schema::run(&ctx, &args),
+        Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Catalog(args) => catalog::run(&ctx, &args),
         Command::Current(args) => current::run(&ctx, &args),
         Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
+        Command::Latency(args) => latency::run(&ctx, &args),
+        Command::Measurements(args) => measurements::run(&ctx, &args),
         Command::Completions(args) => completions::run(&ctx, &args),
     }
 }

@@ -62,6 +62,8 @@ codes! {
     CATALOG_INVALID_ENTRY = "catalog-invalid-entry";
     /// `nvidia-smi` output that `catalog import` cannot read.
     NVIDIA_SMI_PARSE = "nvidia-smi-parse";
+    /// `catalog import` would shadow another catalog entry's id or alias, or matches several.
+    CATALOG_IMPORT_CONFLICT = "catalog-import-conflict";
     /// A mig-parted config names a profile that the GPUs it targets do not have.
     MIG_CONFIG_UNKNOWN_PROFILE = "mig-config-unknown-profile";
     /// A mig-parted config asks for instances that cannot be placed on the GPUs it targets.
@@ -93,6 +95,8 @@ codes! {
     CONFLICTING_FIELDS = "conflicting-fields";
     /// No pool the model may use has a GPU (or MIG instance) with enough memory.
     MODEL_FITS_NO_GPU = "model-fits-no-gpu";
+    /// The memory headroom excludes a device by less than a few percent of its usable memory.
+    MEMORY_HEADROOM_MARGIN = "memory-headroom-margin";
     /// A model may use no pool at all (its pool and GPU-type filters exclude every pool).
     NO_ELIGIBLE_POOL = "no-eligible-pool";
     /// A model asks for more whole GPUs per replica than any node it may use has.
@@ -120,6 +124,8 @@ codes! {
     NO_ADMISSIBLE_MEASUREMENT = "no-admissible-measurement";
     /// The predicted p99 latency exceeds the model's SLO on every device that fits.
     LATENCY_SLO_UNREACHABLE = "latency-slo-unreachable";
+    /// `gpuplan latency FILE`: the file is not a calibration file.
+    LATENCY_FILE_INVALID = "latency-file-invalid";
     /// More replicas on distinct nodes than the model's pools have nodes.
     SPREAD_UNSATISFIABLE = "spread-unsatisfiable";
     /// The models together need more GPUs than the pools have.

@@ -161,6 +161,10 @@ pub struct Output {
     pub argocd: Option<ArgoCd>,
     /// Also write a Flux `Kustomization` that syncs the bundle.
     pub flux: Option<Flux>,
+    /// Write `Namespace` objects for the workload and GPU Operator namespaces, so that a first
+    /// sync on an empty cluster succeeds. Turn off when another tool owns the namespaces.
+    /// Default `true`.
+    pub namespaces: Option<Sp<bool>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -306,6 +310,8 @@ pub struct ModelDefaults {
     pub gpu_types: Option<Vec<Sp<String>>>,
     /// Environment variables every model gets (a model's own `env` wins per name).
     pub env: Option<SpMap<Sp<String>>>,
+    /// Deployment settings every model inherits; a model's own `deployment` wins per field.
+    pub deployment: Option<DeploymentSettings>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -413,6 +419,10 @@ pub struct Model {
     pub pools: Option<Vec<Sp<String>>>,
     /// Higher priority models are placed first when GPUs run short. Default 0.
     pub priority: Option<Sp<i128>>,
+    /// How the model's Deployments run: cpu and memory, probes, secrets, service account, model
+    /// cache, rollout strategy, disruption budget. Each field defaults to `defaults.deployment`,
+    /// then to the built-in default documented in `docs/manifest.md`.
+    pub deployment: Option<DeploymentSettings>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -536,4 +546,182 @@ fn drop_integer_formats(value: &mut serde_json::Value) {
         serde_json::Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
         _ => {}
     }
+}
+
+/// How a model's Deployments run (the `deployment` block of a model or of `defaults`).
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeploymentSettings {
+    /// Container cpu and memory. Default requests `cpu: "1"`, `memory: 8Gi` and limit
+    /// `memory: 32Gi` (no cpu limit), so that no pod is BestEffort.
+    pub resources: Option<ContainerResources>,
+    /// Readiness, liveness and startup probes. Default: HTTP `GET /v1/health/ready` (readiness,
+    /// startup) and `/v1/health/live` (liveness) on the port named `http` (the NVIDIA NIM
+    /// endpoints); a TCP check of the first port when there is no `http` port; none without ports.
+    pub probes: Option<Probes>,
+    /// Names of Secrets that pull the image (for `nvcr.io`, a `docker-registry` Secret).
+    pub image_pull_secrets: Option<Vec<Sp<String>>>,
+    /// Environment variables read from Secrets or ConfigMaps (`valueFrom`), by variable name:
+    /// `NGC_API_KEY: { secret: ngc-api, key: NGC_API_KEY }`. Secrets stay out of Git.
+    pub value_from: Option<SpMap<ValueFrom>>,
+    /// Service account of the pods. Default: the namespace's `default`, without a mounted token.
+    pub service_account_name: Option<Sp<String>>,
+    /// A volume for downloaded model weights.
+    pub model_cache: Option<ModelCache>,
+    /// Rolling-update strategy. Default derived from the plan: `maxSurge: 1, maxUnavailable: 0`
+    /// where the node has planned spare capacity of the model's resource, else `maxSurge: 0,
+    /// maxUnavailable: 1`.
+    pub strategy: Option<Strategy>,
+    /// The model's PodDisruptionBudget (one over all its pods, written when it has more than one
+    /// replica). Default `maxUnavailable: 1`.
+    pub disruption_budget: Option<DisruptionBudget>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Container cpu and memory requests and limits.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerResources {
+    /// `cpu` and `memory` requests, as Kubernetes quantities (`500m`, `2`, `16Gi`).
+    #[schemars(schema_with = "quantity_map_schema", default)]
+    pub requests: Option<SpMap<Sp<String>>>,
+    /// `cpu` and `memory` limits, as Kubernetes quantities.
+    #[schemars(schema_with = "quantity_map_schema", default)]
+    pub limits: Option<SpMap<Sp<String>>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// The three probes of the model's container.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Probes {
+    /// When the pod receives traffic.
+    pub readiness: Option<Probe>,
+    /// When the kubelet restarts the container.
+    pub liveness: Option<Probe>,
+    /// How long the model may take to load before liveness counts.
+    pub startup: Option<Probe>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// One probe: an HTTP `GET` of `path`, or a TCP connection when `path` is absent.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Probe {
+    /// `false` removes the probe. Default `true`.
+    pub enabled: Option<Sp<bool>>,
+    /// HTTP path, such as `/v1/health/ready`.
+    pub path: Option<Sp<String>>,
+    /// Name (or number) of one of the model's `ports`. Default `http`, else the first port.
+    #[schemars(schema_with = "int_or_name_schema", default)]
+    pub port: Option<Sp<String>>,
+    #[schemars(range(min = 0, max = 3600))]
+    pub initial_delay_seconds: Option<Sp<i128>>,
+    #[schemars(range(min = 1, max = 3600))]
+    pub period_seconds: Option<Sp<i128>>,
+    #[schemars(range(min = 1, max = 3600))]
+    pub timeout_seconds: Option<Sp<i128>>,
+    #[schemars(range(min = 1, max = 10000))]
+    pub failure_threshold: Option<Sp<i128>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// Where an environment variable's value comes from: one key of a Secret or of a ConfigMap.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ValueFrom {
+    /// Name of the Secret. Give either `secret` or `configMap`.
+    pub secret: Option<Sp<String>>,
+    /// Name of the ConfigMap. Give either `secret` or `configMap`.
+    pub config_map: Option<Sp<String>>,
+    /// The key inside the Secret or ConfigMap.
+    pub key: Sp<String>,
+    /// Start the pod even when the Secret, ConfigMap or key is missing. Default `false`.
+    pub optional: Option<Sp<bool>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A volume for model weights, mounted at `mountPath`: a PersistentVolumeClaim when
+/// `claimName` is given, else an `emptyDir`.
+#[derive(Clone, Debug, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelCache {
+    /// Where the container sees the cache, such as `/opt/nim/.cache`.
+    pub mount_path: Sp<String>,
+    /// An existing PersistentVolumeClaim (ReadWriteMany when the model has several replicas).
+    pub claim_name: Option<Sp<String>>,
+    /// Size limit of the `emptyDir`, as a Kubernetes quantity (`100Gi`).
+    #[schemars(schema_with = "quantity_schema", default)]
+    pub size_limit: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A Deployment's rolling-update parameters: a count or a percentage (`25%`).
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Strategy {
+    /// Extra pods started before old ones stop. Needs spare GPU capacity.
+    #[schemars(schema_with = "int_or_percent_schema", default)]
+    pub max_surge: Option<Sp<String>>,
+    /// Pods that may be down during the update.
+    #[schemars(schema_with = "int_or_percent_schema", default)]
+    pub max_unavailable: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A PodDisruptionBudget: give `maxUnavailable` or `minAvailable` (a count or a percentage).
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DisruptionBudget {
+    /// Pods of the model that a voluntary disruption (drain) may take down at once.
+    #[schemars(schema_with = "int_or_percent_schema", default)]
+    pub max_unavailable: Option<Sp<String>>,
+    /// Pods of the model that must stay up during a voluntary disruption.
+    #[schemars(schema_with = "int_or_percent_schema", default)]
+    pub min_available: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// A count (`1`) or a percentage (`25%`), as Kubernetes' `IntOrString`.
+fn int_or_percent_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "anyOf": [
+            { "type": "integer", "minimum": 0 },
+            { "type": "string", "pattern": "^[0-9]+%$" },
+            { "type": "null" }
+        ]
+    })
+}
+
+/// A port number or name.
+fn int_or_name_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "anyOf": [
+            { "type": "integer", "minimum": 1, "maximum": 65535 },
+            { "type": "string" },
+            { "type": "null" }
+        ]
+    })
+}
+
+/// `cpu`, `memory`, `ephemeral-storage` → a Kubernetes quantity (a string, or a plain number).
+fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["object", "null"],
+        "propertyNames": { "enum": ["cpu", "memory", "ephemeral-storage"] },
+        "additionalProperties": { "anyOf": [{ "type": "string" }, { "type": "number", "exclusiveMinimum": 0 }] }
+    })
+}
+
+/// A Kubernetes quantity: a string such as `100Gi`, or a plain number.
+fn quantity_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "anyOf": [{ "type": "string" }, { "type": "number", "exclusiveMinimum": 0 }, { "type": "null" }] })
 }

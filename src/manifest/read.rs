@@ -71,7 +71,7 @@ pub const METADATA_FIELDS: &[&str] = &["name"];
 pub const CLUSTER_FIELDS: &[&str] =
     &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
 pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
-pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux"];
+pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
 pub const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
 pub const INVENTORY_FIELDS: &[&str] = &["pools"];
@@ -81,7 +81,32 @@ pub const COUNT_FIELDS: &[&str] = &["min", "max"];
 pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
 pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
 pub const DEFAULTS_FIELDS: &[&str] =
-    &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env"];
+    &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env", "deployment"];
+pub const DEPLOYMENT_FIELDS: &[&str] = &[
+    "resources",
+    "probes",
+    "imagePullSecrets",
+    "valueFrom",
+    "serviceAccountName",
+    "modelCache",
+    "strategy",
+    "disruptionBudget",
+];
+pub const RESOURCES_FIELDS: &[&str] = &["requests", "limits"];
+pub const PROBES_FIELDS: &[&str] = &["readiness", "liveness", "startup"];
+pub const PROBE_FIELDS: &[&str] = &[
+    "enabled",
+    "path",
+    "port",
+    "initialDelaySeconds",
+    "periodSeconds",
+    "timeoutSeconds",
+    "failureThreshold",
+];
+pub const VALUE_FROM_FIELDS: &[&str] = &["secret", "configMap", "key", "optional"];
+pub const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit"];
+pub const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
+pub const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
 pub const POLICY_FIELDS: &[&str] =
     &["llmNeverTimeSliced", "maxTimeSlicingReplicas", "memoryHeadroom", "timeSlicingEfficiency"];
 pub const CHANGE_POLICY_FIELDS: &[&str] =
@@ -105,6 +130,7 @@ pub const MODEL_FIELDS: &[&str] = &[
     "gpuTypes",
     "pools",
     "priority",
+    "deployment",
 ];
 pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
 pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
@@ -122,6 +148,7 @@ const FIELD_HOMES: &[(&str, &[&str])] = &[
     ("`demand`", DEMAND_FIELDS),
     ("`policy`", POLICY_FIELDS),
     ("`changePolicy`", CHANGE_POLICY_FIELDS),
+    ("`deployment`", DEPLOYMENT_FIELDS),
 ];
 
 /// Reads the document root into a manifest, or returns every structural problem.
@@ -510,6 +537,7 @@ impl Reader {
             helm_values: self.opt(&o, "helmValues", |r, n| r.boolean(n)),
             argocd,
             flux,
+            namespaces: self.opt(&o, "namespaces", |r, n| r.boolean(n)),
             span: self.doc_span(node),
         })
     }
@@ -590,6 +618,7 @@ impl Reader {
             pools: self.opt(&o, "pools", |r, n| r.strings(n, "pool names")),
             gpu_types: self.opt(&o, "gpuTypes", |r, n| r.strings(n, "GPU ids")),
             env: self.opt(&o, "env", |r, n| r.string_map(n, "`env`")),
+            deployment: self.opt(&o, "deployment", |r, n| r.deployment(n)),
             span: self.doc_span(node),
         })
     }
@@ -649,6 +678,7 @@ impl Reader {
         let gpu_types = self.opt(&o, "gpuTypes", |r, n| r.strings(n, "GPU ids"));
         let pools = self.opt(&o, "pools", |r, n| r.strings(n, "pool names"));
         let priority = self.opt(&o, "priority", |r, n| r.int(n));
+        let deployment = self.opt(&o, "deployment", |r, n| r.deployment(n));
         Some(Model {
             name: name?,
             image: image?,
@@ -668,8 +698,131 @@ impl Reader {
             gpu_types,
             pools,
             priority,
+            deployment,
             span: self.doc_span(node),
         })
+    }
+
+    fn deployment(&mut self, node: &Node) -> Option<DeploymentSettings> {
+        let o = self.object(node, "`deployment`", DEPLOYMENT_FIELDS)?;
+        let resources = self.opt(&o, "resources", |r, n| {
+            let o = r.object(n, "`resources`", RESOURCES_FIELDS)?;
+            let requests = r.opt(&o, "requests", |r, n| r.quantity_map(n, "`requests`"));
+            let limits = r.opt(&o, "limits", |r, n| r.quantity_map(n, "`limits`"));
+            Some(ContainerResources { requests, limits, span: r.doc_span(n) })
+        });
+        let probes = self.opt(&o, "probes", |r, n| {
+            let o = r.object(n, "`probes`", PROBES_FIELDS)?;
+            let readiness = r.opt(&o, "readiness", |r, n| r.probe(n));
+            let liveness = r.opt(&o, "liveness", |r, n| r.probe(n));
+            let startup = r.opt(&o, "startup", |r, n| r.probe(n));
+            Some(Probes { readiness, liveness, startup, span: r.doc_span(n) })
+        });
+        let image_pull_secrets = self.opt(&o, "imagePullSecrets", |r, n| r.strings(n, "Secret names"));
+        let value_from = self.opt(&o, "valueFrom", |r, n| {
+            let Value::Map(entries) = &n.value else {
+                r.wrong_type(
+                    n,
+                    "a mapping (`valueFrom`)",
+                    "write `NAME: { secret: SECRET, key: KEY }` pairs",
+                );
+                return None;
+            };
+            let mut out = Vec::new();
+            let mut ok = true;
+            for (k, v) in entries {
+                let key = Sp::new(k.name.clone(), r.span(&k.span));
+                let item = (|| {
+                    let o = r.object(v, "`valueFrom` entry", VALUE_FROM_FIELDS)?;
+                    let secret = r.opt(&o, "secret", |r, n| r.string(n));
+                    let config_map = r.opt(&o, "configMap", |r, n| r.string(n));
+                    let key = r.req(&o, "key", |r, n| r.string(n));
+                    let optional = r.opt(&o, "optional", |r, n| r.boolean(n));
+                    Some(ValueFrom { secret, config_map, key: key?, optional, span: r.doc_span(v) })
+                })();
+                match item {
+                    Some(item) => out.push((key, item)),
+                    None => ok = false,
+                }
+            }
+            ok.then_some(SpMap(out))
+        });
+        let service_account_name = self.opt(&o, "serviceAccountName", |r, n| r.string(n));
+        let model_cache = self.opt(&o, "modelCache", |r, n| {
+            let o = r.object(n, "`modelCache`", MODEL_CACHE_FIELDS)?;
+            let mount_path = r.req(&o, "mountPath", |r, n| r.string(n));
+            let claim_name = r.opt(&o, "claimName", |r, n| r.string(n));
+            let size_limit = r.opt(&o, "sizeLimit", |r, n| r.int_or_string(n));
+            Some(ModelCache { mount_path: mount_path?, claim_name, size_limit, span: r.doc_span(n) })
+        });
+        let strategy = self.opt(&o, "strategy", |r, n| {
+            let o = r.object(n, "`strategy`", STRATEGY_FIELDS)?;
+            let max_surge = r.opt(&o, "maxSurge", |r, n| r.int_or_string(n));
+            let max_unavailable = r.opt(&o, "maxUnavailable", |r, n| r.int_or_string(n));
+            Some(Strategy { max_surge, max_unavailable, span: r.doc_span(n) })
+        });
+        let disruption_budget = self.opt(&o, "disruptionBudget", |r, n| {
+            let o = r.object(n, "`disruptionBudget`", BUDGET_FIELDS)?;
+            let max_unavailable = r.opt(&o, "maxUnavailable", |r, n| r.int_or_string(n));
+            let min_available = r.opt(&o, "minAvailable", |r, n| r.int_or_string(n));
+            Some(DisruptionBudget { max_unavailable, min_available, span: r.doc_span(n) })
+        });
+        Some(DeploymentSettings {
+            resources,
+            probes,
+            image_pull_secrets,
+            value_from,
+            service_account_name,
+            model_cache,
+            strategy,
+            disruption_budget,
+            span: self.doc_span(node),
+        })
+    }
+
+    fn probe(&mut self, node: &Node) -> Option<Probe> {
+        let o = self.object(node, "a probe", PROBE_FIELDS)?;
+        Some(Probe {
+            enabled: self.opt(&o, "enabled", |r, n| r.boolean(n)),
+            path: self.opt(&o, "path", |r, n| r.string(n)),
+            port: self.opt(&o, "port", |r, n| r.int_or_string(n)),
+            initial_delay_seconds: self.opt(&o, "initialDelaySeconds", |r, n| r.int(n)),
+            period_seconds: self.opt(&o, "periodSeconds", |r, n| r.int(n)),
+            timeout_seconds: self.opt(&o, "timeoutSeconds", |r, n| r.int(n)),
+            failure_threshold: self.opt(&o, "failureThreshold", |r, n| r.int(n)),
+            span: self.doc_span(node),
+        })
+    }
+
+    /// A Kubernetes `IntOrString` or quantity: an integer or a string, kept as text.
+    fn int_or_string(&mut self, node: &Node) -> Option<Sp<String>> {
+        match &node.value {
+            Value::Int(i) => Some(Sp::new(i.to_string(), self.span(&node.span))),
+            Value::Float(f) => Some(Sp::new(f.to_string(), self.span(&node.span))),
+            _ => self.string(node),
+        }
+    }
+
+    /// `cpu`/`memory` → quantity; numbers are kept as text (`cpu: 2`).
+    fn quantity_map(&mut self, node: &Node, what: &str) -> Option<SpMap<Sp<String>>> {
+        let Value::Map(entries) = &node.value else {
+            self.wrong_type(
+                node,
+                &format!("a mapping ({what})"),
+                format!("write {what} as `cpu: \"1\"`, `memory: 8Gi`"),
+            );
+            return None;
+        };
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (k, v) in entries {
+            let key = Sp::new(k.name.clone(), self.span(&k.span));
+            match self.int_or_string(v) {
+                Some(v) => out.push((key, v)),
+                None => ok = false,
+            }
+        }
+        ok.then_some(SpMap(out))
     }
 
     fn demand(&mut self, node: &Node) -> Option<Demand> {
@@ -773,6 +926,14 @@ mod tests {
             ("Demand", DEMAND_FIELDS),
             ("Point", POINT_FIELDS),
             ("Latency", LATENCY_FIELDS),
+            ("DeploymentSettings", DEPLOYMENT_FIELDS),
+            ("ContainerResources", RESOURCES_FIELDS),
+            ("Probes", PROBES_FIELDS),
+            ("Probe", PROBE_FIELDS),
+            ("ValueFrom", VALUE_FROM_FIELDS),
+            ("ModelCache", MODEL_CACHE_FIELDS),
+            ("Strategy", STRATEGY_FIELDS),
+            ("DisruptionBudget", BUDGET_FIELDS),
         ] {
             assert_eq!(props(&defs[def]), sorted(fields), "fields of `{def}`");
         }

@@ -406,17 +406,25 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
             );
         } else if m.compute > 1.0 + 1e-9 {
             reject(Reason::Compute, format!("compute {:.2} exceeds one whole GPU", m.compute));
-        } else if let Some((slo, b)) = baseline.filter(|&(slo, b)| b > slo) {
+        } else if let Some(Err(why)) = baseline.map(|(_, b)| latency::predict_p99_ms(b, m.compute, &[])) {
+            reject(Reason::Latency, format!("a whole GPU: the latency model refuses: {why}"));
+        } else if let Some((slo, pred)) = baseline
+            .and_then(|(slo, b)| latency::predict_p99_ms(b, m.compute, &[]).ok().map(|p| (slo, p)))
+            .filter(|&(slo, pred)| pred > slo)
+        {
             reject(
                 Reason::Latency,
-                format!("the baseline p99 of {b:.1} ms on a whole GPU already exceeds the {slo:.1} ms SLO"),
+                format!(
+                    "a whole GPU predicts a p99 of {pred:.1} ms at compute {:.2}, above the {slo:.1} ms SLO",
+                    m.compute
+                ),
             );
         } else {
             options.push(Opt {
                 pool: pi,
                 kind: Kind::Whole(1),
                 rps: None,
-                p99_ms: baseline.map(|(_, b)| b),
+                p99_ms: baseline.and_then(|(_, b)| latency::predict_p99_ms(b, m.compute, &[]).ok()),
                 size: 1.0,
                 bound_share: 1.0,
             });
@@ -452,7 +460,19 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         ),
                     );
                 } else {
-                    let p99 = baseline.map(|(slo, b)| (slo, latency::mig_p99_ms(b, pool.gpu.sms, p.sms)));
+                    let p99 = match baseline.map(|(slo, b)| {
+                        latency::predict_mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute).map(|v| (slo, v))
+                    }) {
+                        Some(Err(why)) => {
+                            reject(
+                                Reason::Latency,
+                                format!("`{}`: the latency model refuses: {why}", p.name),
+                            );
+                            continue;
+                        }
+                        Some(Ok(v)) => Some(v),
+                        None => None,
+                    };
                     if let Some((slo, pred)) = p99.filter(|&(slo, pred)| pred > slo) {
                         reject(
                             Reason::Latency,
@@ -516,8 +536,18 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         break;
                     }
                     if let Some((slo, b)) = baseline {
-                        let neighbours = f64::from(k - 1) * eff / f64::from(k);
-                        let pred = latency::time_sliced_p99_ms(b, m.compute, neighbours);
+                        // Worst case: k − 1 neighbours sharing the rest of the efficiency.
+                        let neighbours = vec![eff / f64::from(k); (k - 1) as usize];
+                        let pred = match latency::predict_p99_ms(b, m.compute, &neighbours) {
+                            Ok(pred) => pred,
+                            Err(why) => {
+                                reject(
+                                    Reason::Latency,
+                                    format!("a 1/{k} time-slice: the latency model refuses: {why}"),
+                                );
+                                break;
+                            }
+                        };
                         if pred > slo {
                             reject(
                                 Reason::Latency,
@@ -686,9 +716,11 @@ fn mig_ts_options(
                 break;
             }
             let p99 = baseline.map(|(slo, b)| {
-                let on_slice = latency::mig_p99_ms(b, pool.gpu.sms, p.sms);
-                let own = (m.compute / share).min(1.0);
-                (slo, latency::time_sliced_p99_ms(on_slice, own, f64::from(k - 1) * eff / f64::from(k)))
+                // Worst case: k − 1 neighbours sharing the rest of the instance's efficiency.
+                let neighbours = vec![eff * share / f64::from(k); (k - 1) as usize];
+                let pred =
+                    latency::predict_mig_time_sliced_p99_ms(b, pool.gpu.sms, p.sms, m.compute, &neighbours);
+                (slo, pred.unwrap_or(f64::INFINITY))
             });
             if p99.is_some_and(|(slo, pred)| pred > slo) {
                 break;

@@ -29,7 +29,7 @@ use crate::spec::{
 };
 
 use super::verify::Verification;
-use super::{DEFAULT_ADMISSION_FACTOR, WHOLE, fmt_num};
+use crate::measurements::{DEFAULT_ADMISSION_FACTOR, WHOLE, fmt_num};
 
 /// ParvaGPU's models, in the column order of its SLO files (alphabetical file order).
 pub const MODELS: [&str; 11] = [
@@ -630,6 +630,7 @@ pub fn rate_spec(
                 gpu_types: Vec::new(),
                 priority: 0,
                 llm: false,
+                deployment: Default::default(),
                 span: None,
             }
         })
@@ -645,7 +646,13 @@ pub fn rate_spec(
                 rename_by_default: true,
                 fail_requests_greater_than_one: true,
             },
-            output: OutputOptions { cluster_policy_patch: true, helm_values: true, argocd: None, flux: None },
+            output: OutputOptions {
+                cluster_policy_patch: true,
+                helm_values: true,
+                argocd: None,
+                flux: None,
+                namespaces: true,
+            },
         },
         pools: vec![Pool {
             name: POOL.into(),
@@ -732,7 +739,7 @@ pub fn bounds(spec: &Spec, catalog: &Catalog) -> Result<Bounds, String> {
     let mut whole_mps = 0u32;
     for model in &spec.models {
         let Demand::Rate(d) = &model.demand else { continue };
-        let best = super::best_admitted(&d.points, d.slo_ms, d.admission_factor);
+        let best = crate::measurements::best_admitted(&d.points, d.slo_ms, d.admission_factor);
         let per_slice = best
             .values()
             .filter(|a| a.point.gpu == gpu.id)

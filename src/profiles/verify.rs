@@ -31,7 +31,7 @@ use crate::catalog::{Catalog, GpuModel};
 use crate::plan::{GpuMode, MigConfig, MigConfigEntry, Plan};
 use crate::spec::{Demand, Isolation, Spec};
 
-use super::{WHOLE, best_admitted, fmt_num};
+use crate::measurements::{WHOLE, best_admitted, fmt_num};
 
 /// The resource a whole GPU is requested with.
 const GPU_RESOURCE: &str = "nvidia.com/gpu";

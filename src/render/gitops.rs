@@ -2,13 +2,19 @@
 //!
 //! In: the bundle's file paths and the spec's output options. Out: YAML text. The root
 //! kustomization lists three sub-directories, each with its own kustomization, so that Flux can
-//! apply them as three `Kustomization`s chained with `dependsOn` (GPU Operator configs → node
-//! labels → workloads) and Argo CD as one `Application` ordered by sync waves on the objects
-//! (guard -2, configs and node labels -1, workloads 0).
+//! apply them as `Kustomization`s chained with `dependsOn` (GPU Operator configs and
+//! namespace → node guard → node labels → workloads) and Argo CD as one `Application` ordered by
+//! sync waves on the objects (namespaces -3, guard -2, configs and node labels -1, workloads 0
+//! and up). Label patches of nodes that must be drained first (`nodes/drain`) are in neither:
+//! a second, manually synced Argo CD `Application` and a suspended Flux `Kustomization` carry
+//! them (see `docs/bundle.md`, "Nodes that must be drained").
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::nvidia::{Metadata, managed_labels};
+use super::objects::SYNC_WAVE;
 use super::to_yaml;
 use crate::diagnostics::Diagnostic;
 use crate::spec::{ArgoCd, Flux, Spec};
@@ -69,13 +75,42 @@ struct AppSource {
 #[derive(Debug, Serialize)]
 struct AppDestination {
     server: &'static str,
+    namespace: String,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SyncPolicy {
-    automated: Automated,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    automated: Option<Automated>,
     sync_options: Vec<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NamespaceObject {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+}
+
+/// A `Namespace` the bundle uses. Never pruned or deleted by Argo CD or Flux: removing the
+/// bundle must not delete the namespace (and every object in it, the GPU Operator's included).
+pub fn namespace(spec: &Spec, name: &str) -> Result<String, Diagnostic> {
+    to_yaml(&NamespaceObject {
+        api_version: "v1",
+        kind: "Namespace",
+        metadata: Metadata {
+            name: name.to_owned(),
+            namespace: None,
+            labels: managed_labels(spec),
+            annotations: BTreeMap::from([
+                (SYNC_WAVE.to_owned(), "-3".to_owned()),
+                ("argocd.argoproj.io/sync-options".to_owned(), "Prune=false,Delete=false".to_owned()),
+                ("kustomize.toolkit.fluxcd.io/prune".to_owned(), "disabled".to_owned()),
+            ]),
+        },
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -85,13 +120,15 @@ struct Automated {
     self_heal: bool,
 }
 
-/// An Argo CD `Application` syncing the bundle's root kustomization.
+/// Two Argo CD `Application`s: one syncing the bundle's root kustomization automatically, and
+/// `gpuplan-<plan>-drain`, synced by hand, with the label patches of nodes to drain first.
 pub fn argocd_application(spec: &Spec, argo: &ArgoCd) -> Result<String, Diagnostic> {
-    let app = Application {
+    let base = argo.path.trim_end_matches('/');
+    let app = |name: String, path: String, automated: bool| Application {
         api_version: "argoproj.io/v1alpha1",
         kind: "Application",
         metadata: Metadata {
-            name: format!("gpuplan-{}", spec.name),
+            name,
             namespace: Some(argo.namespace.clone()),
             labels: managed_labels(spec),
             ..Metadata::default()
@@ -100,17 +137,22 @@ pub fn argocd_application(spec: &Spec, argo: &ArgoCd) -> Result<String, Diagnost
             project: "default",
             source: AppSource {
                 repo_url: argo.repo_url.clone(),
-                path: argo.path.clone(),
+                path,
                 target_revision: argo.target_revision.clone(),
             },
-            destination: AppDestination { server: "https://kubernetes.default.svc" },
+            destination: AppDestination {
+                server: "https://kubernetes.default.svc",
+                namespace: spec.cluster.namespace.clone(),
+            },
             sync_policy: SyncPolicy {
-                automated: Automated { prune: true, self_heal: true },
-                sync_options: vec!["ServerSideApply=true"],
+                automated: automated.then_some(Automated { prune: true, self_heal: true }),
+                sync_options: vec!["ServerSideApply=true", "CreateNamespace=true"],
             },
         },
     };
-    to_yaml(&app)
+    let main = app(format!("gpuplan-{}", spec.name), argo.path.clone(), true);
+    let drain = app(format!("gpuplan-{}-drain", spec.name), format!("{base}/nodes/drain"), false);
+    Ok(super::join_documents(&[to_yaml(&main)?, to_yaml(&drain)?]))
 }
 
 #[derive(Debug, Serialize)]
@@ -129,6 +171,9 @@ struct FluxSpec {
     path: String,
     prune: bool,
     wait: bool,
+    /// Only the `drain` Kustomization is suspended: it is resumed by hand after the drain.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    suspend: bool,
     source_ref: SourceRef,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     depends_on: Vec<DependsOn>,
@@ -145,32 +190,42 @@ struct DependsOn {
     name: String,
 }
 
-/// Three Flux `Kustomization`s: GPU Operator configs, then node labels, then workloads.
+/// Five Flux `Kustomization`s: GPU Operator configs (and namespace), the node guard, node
+/// labels, workloads — each waiting for the one before — and the suspended `drain`.
+///
+/// The guard has its own Kustomization because Flux applies only CRDs, Namespaces,
+/// ClusterRoles and `*Class` kinds in an earlier stage: in one Kustomization, a Node patch could
+/// reach the API server before the admission policy that refuses phantom Nodes.
 pub fn flux_kustomizations(spec: &Spec, flux: &Flux) -> Result<String, Diagnostic> {
     let base = flux.path.trim_end_matches('/');
+    let name = |part: &str| format!("gpuplan-{}-{part}", spec.name);
     let mut docs = Vec::new();
-    let mut previous: Option<String> = None;
-    for part in ["gpu-operator", "nodes", "workloads"] {
-        let name = format!("gpuplan-{}-{part}", spec.name);
+    for (part, path, after, suspend) in [
+        ("gpu-operator", "gpu-operator", None, false),
+        ("node-guard", "nodes/guard", Some("gpu-operator"), false),
+        ("node-labels", "nodes/labels", Some("node-guard"), false),
+        ("workloads", "workloads", Some("node-labels"), false),
+        ("drain", "nodes/drain", Some("node-guard"), true),
+    ] {
         docs.push(to_yaml(&FluxKustomization {
             api_version: "kustomize.toolkit.fluxcd.io/v1",
             kind: "Kustomization",
             metadata: Metadata {
-                name: name.clone(),
+                name: name(part),
                 namespace: Some(flux.namespace.clone()),
                 labels: managed_labels(spec),
                 ..Metadata::default()
             },
             spec: FluxSpec {
                 interval: "10m",
-                path: format!("{base}/{part}"),
+                path: format!("{base}/{path}"),
                 prune: true,
                 wait: true,
+                suspend,
                 source_ref: SourceRef { kind: "GitRepository", name: flux.source_name.clone() },
-                depends_on: previous.take().map(|name| DependsOn { name }).into_iter().collect(),
+                depends_on: after.map(|a| DependsOn { name: name(a) }).into_iter().collect(),
             },
         })?);
-        previous = Some(name);
     }
     Ok(super::join_documents(&docs))
 }

@@ -62,8 +62,15 @@ pub mod paths {
     pub const CLUSTER_POLICY: &str = "gpu-operator/cluster-policy-patch.yaml";
     pub const HELM_VALUES: &str = "gpu-operator/helm-values.yaml";
     pub const OPERATOR_KUSTOMIZATION: &str = "gpu-operator/kustomization.yaml";
-    pub const NODES_GUARD: &str = "nodes/guard.yaml";
-    pub const NODE_LABELS: &str = "nodes/node-labels.yaml";
+    pub const OPERATOR_NAMESPACE: &str = "gpu-operator/namespace.yaml";
+    pub const WORKLOADS_NAMESPACE: &str = "workloads/namespace.yaml";
+    pub const NODES_GUARD: &str = "nodes/guard/guard.yaml";
+    pub const NODES_GUARD_KUSTOMIZATION: &str = "nodes/guard/kustomization.yaml";
+    pub const NODE_LABELS: &str = "nodes/labels/node-labels.yaml";
+    pub const NODE_LABELS_KUSTOMIZATION: &str = "nodes/labels/kustomization.yaml";
+    /// Label patches of nodes that must be drained first: not in the root kustomization.
+    pub const NODE_DRAIN: &str = "nodes/drain/node-labels.yaml";
+    pub const NODE_DRAIN_KUSTOMIZATION: &str = "nodes/drain/kustomization.yaml";
     pub const NODES_JSON: &str = "nodes/nodes.json";
     pub const NODES_KUSTOMIZATION: &str = "nodes/kustomization.yaml";
     pub const WORKLOADS_KUSTOMIZATION: &str = "workloads/kustomization.yaml";
@@ -119,12 +126,23 @@ pub fn render(
         }
     }
 
+    let namespaces = spec.cluster.output.namespaces;
     put(&mut files, paths::MIG_PARTED, nvidia::mig_parted_configmap(spec, catalog, plan), &mut diags);
     put(&mut files, paths::DEVICE_PLUGIN, nvidia::device_plugin_configmap(spec, plan), &mut diags);
+    let mut operator = vec![paths::MIG_PARTED, paths::DEVICE_PLUGIN];
+    if namespaces {
+        put(
+            &mut files,
+            paths::OPERATOR_NAMESPACE,
+            gitops::namespace(spec, &spec.cluster.operator_namespace),
+            &mut diags,
+        );
+        operator.insert(0, paths::OPERATOR_NAMESPACE);
+    }
     put(
         &mut files,
         paths::OPERATOR_KUSTOMIZATION,
-        gitops::kustomization("gpu-operator", &[paths::MIG_PARTED, paths::DEVICE_PLUGIN]),
+        gitops::kustomization("gpu-operator", &operator),
         &mut diags,
     );
     if spec.cluster.output.cluster_policy_patch {
@@ -134,17 +152,36 @@ pub fn render(
         put(&mut files, paths::HELM_VALUES, nvidia::helm_values(spec), &mut diags);
     }
 
-    let node_files = nodes::render(spec, plan);
-    match node_files {
+    match nodes::render(spec, plan) {
         Ok(node_files) => {
-            let mut resources = vec![paths::NODES_GUARD];
-            if node_files.contains_key(paths::NODE_LABELS) {
-                resources.push(paths::NODE_LABELS);
-            }
+            let listed =
+                |path: &'static str| if node_files.contains_key(path) { vec![path] } else { Vec::new() };
+            put(
+                &mut files,
+                paths::NODES_GUARD_KUSTOMIZATION,
+                gitops::kustomization("nodes/guard", &[paths::NODES_GUARD]),
+                &mut diags,
+            );
+            put(
+                &mut files,
+                paths::NODE_LABELS_KUSTOMIZATION,
+                gitops::kustomization("nodes/labels", &listed(paths::NODE_LABELS)),
+                &mut diags,
+            );
+            put(
+                &mut files,
+                paths::NODE_DRAIN_KUSTOMIZATION,
+                gitops::kustomization("nodes/drain", &listed(paths::NODE_DRAIN)),
+                &mut diags,
+            );
+            // `nodes/drain` is deliberately not listed: it is synced by hand after the drain.
             put(
                 &mut files,
                 paths::NODES_KUSTOMIZATION,
-                gitops::kustomization("nodes", &resources),
+                gitops::kustomization(
+                    "nodes",
+                    &[paths::NODES_GUARD_KUSTOMIZATION, paths::NODE_LABELS_KUSTOMIZATION],
+                ),
                 &mut diags,
             );
             files.extend(node_files);
@@ -154,14 +191,25 @@ pub fn render(
 
     match workloads::render(spec, plan, templates) {
         Ok(workload_files) => {
-            let resources: Vec<&str> = workload_files.keys().map(String::as_str).collect();
+            let mut resources: Vec<&str> = Vec::new();
+            let workloads_namespace = namespaces && spec.cluster.namespace != spec.cluster.operator_namespace;
+            if workloads_namespace {
+                put(
+                    &mut files,
+                    paths::WORKLOADS_NAMESPACE,
+                    gitops::namespace(spec, &spec.cluster.namespace),
+                    &mut diags,
+                );
+                resources.push(paths::WORKLOADS_NAMESPACE);
+            }
+            resources.extend(workload_files.iter().filter(|(_, t)| !t.is_empty()).map(|(p, _)| p.as_str()));
             put(
                 &mut files,
                 paths::WORKLOADS_KUSTOMIZATION,
                 gitops::kustomization("workloads", &resources),
                 &mut diags,
             );
-            files.extend(workload_files);
+            files.extend(workload_files.into_iter().filter(|(_, t)| !t.is_empty()));
         }
         Err(errors) => diags.extend(errors),
     }

@@ -65,18 +65,31 @@ pub fn layout_name(node: &NodePlan) -> String {
     shorten(&full, 63)
 }
 
-/// The Deployment of a replica group: the model's name, suffixed with the resource (and the pool
-/// when that is not enough) when the model has several groups.
+/// A Deployment name from its parts (`<model>-<node>`, `<model>-<node>-<resource>`,
+/// `<model>-<pool>-<layout>`), joined with `-` and kept within 63 characters by [`shorten`].
+pub fn unit_name(parts: &[&str]) -> String {
+    shorten(&parts.join("-"), 63)
+}
+
+/// The Deployments of a replica group, for summaries: `<model>-<node>` per node of a named
+/// pool (the exact names, with the resource when the model has several on one node, are
+/// [`super::workloads::units`]'), `<model>-<pool>-<layout>` for an autoscaled pool.
 pub fn deployment_name(model: &str, groups: &[ReplicaGroup], index: usize) -> String {
     let Some(group) = groups.get(index) else { return model.to_owned() };
-    if groups.len() == 1 {
-        return model.to_owned();
-    }
-    let slug = resource_slug(&group.resource);
-    let same_resource = groups.iter().filter(|g| g.resource == group.resource).count();
-    let name =
-        if same_resource > 1 { format!("{model}-{}-{slug}", group.pool) } else { format!("{model}-{slug}") };
-    shorten(&name, 63)
+    let names: Vec<String> = group
+        .nodes
+        .iter()
+        .map(|node| {
+            let several =
+                groups.iter().filter(|g| g.pool == group.pool && g.nodes.contains(node)).count() > 1;
+            if several {
+                unit_name(&[model, node, &resource_slug(&group.resource)])
+            } else {
+                unit_name(&[model, node])
+            }
+        })
+        .collect();
+    names.join(", ")
 }
 
 /// `nvidia.com/mig-3g.40gb` → `mig-3g-40gb`; `nvidia.com/gpu.shared` → `gpu-shared`.
@@ -237,9 +250,8 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
             }
         }
     }
-    let mut deployments: std::collections::BTreeMap<String, &str> = std::collections::BTreeMap::new();
     for model in &plan.models {
-        for (i, group) in model.groups.iter().enumerate() {
+        for group in &model.groups {
             if !is_extended_resource(&group.resource) {
                 diags.push(unsafe_name(
                     None,
@@ -253,19 +265,6 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
                     "model `{}` asks for {} replicas of the shared resource `{}`; a time-sliced request is always 1",
                     model.name, group.per_replica, group.resource
                 )));
-            }
-            let name = deployment_name(&model.name, &model.groups, i);
-            if let Some(other) = deployments.insert(name.clone(), &model.name) {
-                diags.push(
-                    Diagnostic::error(
-                        codes::UNSAFE_NAME,
-                        format!(
-                            "models `{other}` and `{}` would both render the Deployment `{name}`",
-                            model.name
-                        ),
-                    )
-                    .with_help("rename one of the models"),
-                );
             }
         }
     }

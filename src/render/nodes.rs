@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::names::layout_name;
-use super::nvidia::{Metadata, managed_labels};
+use super::nvidia::{Metadata, managed_labels, node_capacity};
 use super::objects::{
     DEVICE_PLUGIN_LABEL, LABEL_PATCH_ANNOTATION, LAYOUT_LABEL, MIG_CONFIG_LABEL, POOL_LABEL, SYNC_WAVE,
 };
@@ -54,8 +54,14 @@ struct NodeEntry<'a> {
     node: &'a str,
     pool: &'a str,
     gpu: &'a str,
+    /// GPUs in the node.
+    gpus: usize,
     autoscaled: bool,
+    /// The labels gpuplan sets.
     labels: BTreeMap<String, String>,
+    /// Labels the node already carries (the pool's `nodeSelector`); `""` means any value.
+    node_selector: BTreeMap<String, String>,
+    taints: Vec<TaintOut>,
     must_drain: bool,
 }
 
@@ -75,6 +81,35 @@ struct NodeGroup {
     nodes: usize,
     labels: BTreeMap<String, String>,
     taints: Vec<TaintOut>,
+    /// Extended resources a node of this group advertises once the GPU Operator has applied
+    /// its layout (what cluster-autoscaler must know to scale up from zero).
+    resources: BTreeMap<String, u32>,
+    /// The same as cluster-autoscaler node-template tags (AWS Auto Scaling group tags; other
+    /// providers take the labels, taints and resources in their own node-group settings).
+    cluster_autoscaler_tags: BTreeMap<String, String>,
+}
+
+/// cluster-autoscaler's node-template tags for a node group: labels, taints and resources.
+fn autoscaler_tags(
+    labels: &BTreeMap<String, String>,
+    taints: &[TaintOut],
+    resources: &BTreeMap<String, u32>,
+) -> BTreeMap<String, String> {
+    const PREFIX: &str = "k8s.io/cluster-autoscaler/node-template";
+    let mut tags = BTreeMap::new();
+    for (k, v) in labels {
+        tags.insert(format!("{PREFIX}/label/{k}"), v.clone());
+    }
+    for t in taints {
+        tags.insert(
+            format!("{PREFIX}/taint/{}", t.key),
+            format!("{}:{}", t.value.clone().unwrap_or_default(), t.effect),
+        );
+    }
+    for (r, n) in resources {
+        tags.insert(format!("{PREFIX}/resources/{r}"), n.to_string());
+    }
+    tags
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -91,21 +126,41 @@ pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diag
     files.insert(paths::NODES_GUARD.to_owned(), guard(spec)?);
 
     let mut patches = Vec::new();
+    let mut held_back = Vec::new();
     let mut entries = Vec::new();
     for pool in &plan.pools {
-        let mut groups: BTreeMap<BTreeMap<String, String>, usize> = BTreeMap::new();
+        let pool_spec = spec.pool(&pool.name);
+        let taints: Vec<TaintOut> = pool_spec
+            .map(|p| {
+                p.taints
+                    .iter()
+                    .map(|t| TaintOut {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let node_selector: BTreeMap<String, String> =
+            pool_spec.map(|p| p.node_selector.clone()).unwrap_or_default();
+        let mut groups: BTreeMap<BTreeMap<String, String>, (usize, BTreeMap<String, u32>)> = BTreeMap::new();
         for node in &pool.nodes {
             let labels = node_labels(pool, node);
             entries.push(NodeEntry {
                 node: &node.name,
                 pool: &pool.name,
                 gpu: &pool.gpu,
+                gpus: node.gpus.len(),
                 autoscaled: pool.autoscaled,
                 labels: labels.clone(),
+                node_selector: node_selector.clone(),
+                taints: taints.clone(),
                 must_drain: node.must_drain,
             });
             if pool.autoscaled {
-                *groups.entry(labels).or_default() += 1;
+                let group = groups.entry(labels).or_insert_with(|| (0, node_capacity(spec, plan, node)));
+                group.0 += 1;
                 continue;
             }
             let mut annotations = BTreeMap::from([
@@ -122,7 +177,9 @@ pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diag
             }
             let mut all_labels = managed_labels(spec);
             all_labels.extend(labels);
-            patches.push(to_yaml(&NodePatch {
+            // A node whose layout changes is relabelled only after its drain (held back).
+            let target = if node.must_drain { &mut held_back } else { &mut patches };
+            target.push(to_yaml(&NodePatch {
                 api_version: "v1",
                 kind: "Node",
                 metadata: Metadata {
@@ -134,25 +191,23 @@ pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diag
             })?);
         }
         if pool.autoscaled {
-            let taints = spec
-                .pool(&pool.name)
-                .map(|p| {
-                    p.taints
-                        .iter()
-                        .map(|t| TaintOut {
-                            key: t.key.clone(),
-                            value: t.value.clone(),
-                            effect: t.effect.clone(),
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default();
             let doc = AutoscaledPool {
                 pool: &pool.name,
                 gpu: &pool.gpu,
                 node_groups: groups
                     .into_iter()
-                    .map(|(labels, nodes)| NodeGroup { nodes, labels, taints: taints.clone() })
+                    .map(|(labels, (nodes, resources))| {
+                        let mut all = node_selector.clone();
+                        all.retain(|_, v| !v.is_empty());
+                        all.extend(labels.clone());
+                        NodeGroup {
+                            nodes,
+                            cluster_autoscaler_tags: autoscaler_tags(&all, &taints, &resources),
+                            labels,
+                            taints: taints.clone(),
+                            resources,
+                        }
+                    })
                     .collect(),
             };
             files.insert(
@@ -169,6 +224,10 @@ pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diag
         let header =
             "# Label-only Node patches, generated by gpuplan: server-side apply them; never create Nodes.\n";
         files.insert(paths::NODE_LABELS.to_owned(), format!("{header}{}", join_documents(&patches)));
+    }
+    if !held_back.is_empty() {
+        let header = "# Label patches of nodes whose MIG layout or sharing changes: cordon and drain each node,\n# then sync this directory (docs/bundle.md, \"Nodes that must be drained\").\n";
+        files.insert(paths::NODE_DRAIN.to_owned(), format!("{header}{}", join_documents(&held_back)));
     }
     let mut json = serde_json::to_string_pretty(&entries)
         .map_err(|e| super::internal(format!("cannot serialise the node list: {e}")))?;

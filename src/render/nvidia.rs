@@ -399,3 +399,83 @@ pub fn schema_errors(schema: &str, document: &serde_json::Value) -> Vec<String> 
         Err(e) => vec![format!("the schema does not compile: {e}")],
     }
 }
+
+/// The name under which the device plugin advertises `base` on a node whose sharing config is
+/// `config`: `<base>.shared` when the resource is time-sliced and renamed, else `base`.
+fn advertised(spec: &Spec, config: Option<&crate::plan::DevicePluginConfig>, base: &str) -> (String, u32) {
+    match config.and_then(|c| c.time_slicing.get(base)) {
+        Some(&k) if spec.cluster.time_slicing.rename_by_default => (format!("{base}.shared"), k),
+        Some(&k) => (base.to_owned(), k),
+        None => (base.to_owned(), 1),
+    }
+}
+
+/// The extended resources a planned node advertises once its labels are applied, as the
+/// device plugin computes them (mixed strategy): a MIG-disabled GPU (used or not) is one
+/// `nvidia.com/gpu`, a MIG instance one `nvidia.com/mig-<profile>`; a time-sliced resource
+/// counts `replicas` per device and is renamed `<name>.shared` under `renameByDefault`.
+pub fn node_capacity(spec: &Spec, plan: &Plan, node: &crate::plan::NodePlan) -> BTreeMap<String, u32> {
+    let config = plan.device_plugin_configs.get(&node.device_plugin_config);
+    let mut out: BTreeMap<String, u32> = BTreeMap::new();
+    for gpu in &node.gpus {
+        match &gpu.mode {
+            crate::plan::GpuMode::Mig { instances } => {
+                for i in instances {
+                    let (name, k) = advertised(spec, config, &mig_resource(&i.profile));
+                    *out.entry(name).or_default() += k;
+                }
+            }
+            _ => {
+                let (name, k) = advertised(spec, config, GPU_RESOURCE);
+                *out.entry(name).or_default() += k;
+            }
+        }
+    }
+    out
+}
+
+/// What the plan runs on a node: (model, resource) → replicas, with each replica's units of
+/// the resource (whole GPUs of a multi-GPU model; else 1).
+pub fn node_usage(
+    spec: &Spec,
+    plan: &Plan,
+    node: &crate::plan::NodePlan,
+) -> BTreeMap<(String, String), (u32, u32)> {
+    let config = plan.device_plugin_configs.get(&node.device_plugin_config);
+    let mut units: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for gpu in &node.gpus {
+        for t in &gpu.tenants {
+            let base = match &gpu.mode {
+                crate::plan::GpuMode::Mig { instances } => {
+                    match instances.iter().find(|i| Some(i.start) == t.instance_start) {
+                        Some(i) => mig_resource(&i.profile),
+                        None => continue,
+                    }
+                }
+                crate::plan::GpuMode::Unused => continue,
+                _ => GPU_RESOURCE.to_owned(),
+            };
+            let (name, _) = advertised(spec, config, &base);
+            *units.entry((t.model.clone(), name)).or_default() += 1;
+        }
+    }
+    units
+        .into_iter()
+        .map(|((model, resource), n)| {
+            let per = if resource == GPU_RESOURCE {
+                spec.model(&model).and_then(|m| m.gpus).unwrap_or(1).max(1)
+            } else {
+                1
+            };
+            ((model, resource), (n / per, per))
+        })
+        .collect()
+}
+
+/// `nvidia.com/gpu`: a whole GPU.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// `3g.40gb` → `nvidia.com/mig-3g.40gb`; `1g.10gb+me` → `nvidia.com/mig-1g.10gb.me`.
+pub fn mig_resource(profile: &str) -> String {
+    format!("nvidia.com/mig-{}", profile.replace('+', "."))
+}

@@ -19,12 +19,13 @@ use std::fmt::Write as _;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 use serde::Serialize;
 
-use super::names::{deployment_name, layout_name};
-use super::nvidia::managed_labels;
-use super::objects::{LAYOUT_LABEL, POOL_LABEL};
+use super::names::{layout_name, resource_slug, unit_name};
+use super::nvidia::{managed_labels, node_capacity, node_usage};
+use super::objects::{LAYOUT_LABEL, POOL_LABEL, SYNC_WAVE};
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
-use crate::plan::{ModelPlan, Plan, ReplicaGroup};
-use crate::spec::{Spec, Spread};
+use crate::plan::{ModelPlan, Plan};
+use crate::spec::Spec;
+use crate::spec::deployment::{Budget, IntOrPercent, ValueSource};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -71,10 +72,10 @@ impl Templates {
     }
 }
 
-/// What the Deployment and PodDisruptionBudget templates see.
+/// What the Deployment template sees: one Deployment of a model.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadView {
-    /// The Deployment (and PodDisruptionBudget) name.
+    /// The Deployment name (see `docs/bundle.md`, "Workload identity").
     pub name: String,
     pub model: String,
     pub namespace: String,
@@ -90,19 +91,44 @@ pub struct WorkloadView {
     pub per_replica: u32,
     pub pool: String,
     pub gpu: String,
-    /// Nodes the plan put this group on.
+    /// Nodes this Deployment's replicas run on: one named node, or the planned nodes of one
+    /// layout of an autoscaled pool.
     pub nodes: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub selector: BTreeMap<String, String>,
+    /// Annotations of the Deployment object (not of its pods): resource, pool, Argo CD wave.
+    pub annotations: BTreeMap<String, String>,
     pub node_affinity: Vec<MatchExpression>,
     pub spread: Option<SpreadView>,
     pub tolerations: Vec<TolerationView>,
+    pub strategy: StrategyView,
+    /// Container requests (`cpu`, `memory`).
+    pub requests: BTreeMap<String, String>,
+    /// Container limits: `cpu`/`memory` as quantities, the planned GPU resource as a count.
+    pub limits: BTreeMap<String, serde_json::Value>,
+    pub readiness: Option<ProbeView>,
+    pub liveness: Option<ProbeView>,
+    pub startup: Option<ProbeView>,
+    pub image_pull_secrets: Vec<String>,
+    pub service_account_name: Option<String>,
+    pub model_cache: Option<CacheView>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct EnvView {
     pub name: String,
-    pub value: String,
+    /// A literal value, or `None` when the value comes from a Secret or ConfigMap.
+    pub value: Option<String>,
+    pub value_from: Option<ValueFromView>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ValueFromView {
+    /// `secretKeyRef` or `configMapKeyRef`.
+    pub kind: String,
+    pub name: String,
+    pub key: String,
+    pub optional: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -123,6 +149,8 @@ pub struct MatchExpression {
 pub struct SpreadView {
     pub topology_key: String,
     pub when_unsatisfiable: String,
+    pub max_skew: u32,
+    pub min_domains: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -131,6 +159,43 @@ pub struct TolerationView {
     pub operator: String,
     pub value: Option<String>,
     pub effect: String,
+}
+
+/// A rolling update's parameters: each a count (JSON number) or a percentage (JSON string).
+#[derive(Clone, Debug, Serialize)]
+pub struct StrategyView {
+    pub max_surge: serde_json::Value,
+    pub max_unavailable: serde_json::Value,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeView {
+    /// HTTP path; `None` is a TCP check.
+    pub path: Option<String>,
+    pub port: String,
+    pub initial_delay_seconds: u32,
+    pub period_seconds: u32,
+    pub timeout_seconds: u32,
+    pub failure_threshold: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheView {
+    pub mount_path: String,
+    pub claim_name: Option<String>,
+    pub size_limit: Option<String>,
+}
+
+/// What the PodDisruptionBudget template sees: one budget over all of a model's pods.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetView {
+    pub name: String,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub selector: BTreeMap<String, String>,
+    /// Exactly one of the two is set (count or percentage).
+    pub max_unavailable: Option<serde_json::Value>,
+    pub min_available: Option<serde_json::Value>,
 }
 
 /// What the Service template sees.
@@ -275,6 +340,117 @@ pub fn check_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
     Ok(docs)
 }
 
+/// One Deployment of a model: the replicas of one resource on one named node, or on the
+/// planned nodes of one layout of an autoscaled pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unit {
+    pub name: String,
+    pub pool: String,
+    pub autoscaled: bool,
+    /// The node (named pools) or the planned nodes of the layout (autoscaled pools).
+    pub nodes: Vec<String>,
+    /// The `gpuplan.io/layout` value of those nodes (autoscaled pools only).
+    pub layout: Option<String>,
+    pub resource: String,
+    pub per_replica: u32,
+    pub replicas: u32,
+    /// Units of `resource` the node advertises beyond what the plan uses (named nodes).
+    pub spare: u32,
+    /// Whether the node must be drained before its new labels apply.
+    pub must_drain: bool,
+}
+
+/// Every Deployment of `model`, in a stable order: named nodes (nodes that must drain last),
+/// then autoscaled layouts. Per-node counts come from the plan's GPUs; they are checked
+/// against the plan's replica groups.
+pub fn units(spec: &Spec, plan: &Plan, model: &ModelPlan) -> Result<Vec<Unit>, Diagnostic> {
+    let mut out = Vec::new();
+    let mut totals: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for pool in &plan.pools {
+        // Autoscaled: (layout, resource, replicas per node, units per replica) → nodes.
+        let mut classes: BTreeMap<(String, String, u32, u32), Vec<String>> = BTreeMap::new();
+        for node in &pool.nodes {
+            let usage = node_usage(spec, plan, node);
+            let capacity = node_capacity(spec, plan, node);
+            let mine: Vec<(&String, &(u32, u32))> = usage
+                .iter()
+                .filter(|((m, _), (n, _))| *m == model.name && *n > 0)
+                .map(|((_, r), v)| (r, v))
+                .collect();
+            for &(resource, &(replicas, per)) in &mine {
+                *totals.entry((pool.name.clone(), resource.clone())).or_default() += replicas;
+                if pool.autoscaled {
+                    classes
+                        .entry((layout_name(node), resource.clone(), replicas, per))
+                        .or_default()
+                        .push(node.name.clone());
+                    continue;
+                }
+                let used: u32 =
+                    usage.iter().filter(|((_, r), _)| r == resource).map(|(_, (n, p))| n * p).sum();
+                let name = if mine.len() == 1 {
+                    unit_name(&[&model.name, &node.name])
+                } else {
+                    unit_name(&[&model.name, &node.name, &resource_slug(resource)])
+                };
+                out.push(Unit {
+                    name,
+                    pool: pool.name.clone(),
+                    autoscaled: false,
+                    nodes: vec![node.name.clone()],
+                    layout: None,
+                    resource: resource.clone(),
+                    per_replica: per,
+                    replicas,
+                    spare: capacity.get(resource).copied().unwrap_or(0).saturating_sub(used),
+                    must_drain: node.must_drain,
+                });
+            }
+        }
+        let several_resources =
+            classes.keys().map(|(l, r, _, _)| (l, r)).collect::<std::collections::BTreeSet<_>>().len()
+                > classes.keys().map(|(l, ..)| l).collect::<std::collections::BTreeSet<_>>().len();
+        for ((layout, resource, replicas, per), nodes) in &classes {
+            let same_key = classes.keys().filter(|(l, r, ..)| l == layout && r == resource).count();
+            let mut parts = vec![model.name.clone(), pool.name.clone(), layout.clone()];
+            if several_resources {
+                parts.push(resource_slug(resource));
+            }
+            if same_key > 1 {
+                parts.push(format!("x{replicas}"));
+            }
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            out.push(Unit {
+                name: unit_name(&parts),
+                pool: pool.name.clone(),
+                autoscaled: true,
+                nodes: nodes.clone(),
+                layout: Some(layout.clone()),
+                resource: resource.clone(),
+                per_replica: *per,
+                replicas: replicas * nodes.len() as u32,
+                spare: 0,
+                must_drain: false,
+            });
+        }
+    }
+    // The plan's groups and the GPUs must tell the same story.
+    let mut planned: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for g in &model.groups {
+        *planned.entry((g.pool.clone(), g.resource.clone())).or_default() += g.replicas;
+    }
+    if planned != totals {
+        return Err(super::internal(format!(
+            "model `{}`: the replica groups of the plan ({planned:?}) differ from its GPUs ({totals:?})",
+            model.name
+        )));
+    }
+    // Nodes that must drain last: their Deployments wait for the drain, and Argo CD's waves
+    // must not hold the other nodes' Deployments behind them.
+    out.sort_by(|a, b| (a.autoscaled, a.must_drain, &a.nodes).cmp(&(b.autoscaled, b.must_drain, &b.nodes)));
+    Ok(out)
+}
+
 /// Renders `workloads/<model>.yaml` for every model of the plan.
 pub fn render(
     spec: &Spec,
@@ -284,6 +460,26 @@ pub fn render(
     let env = environment(templates)?;
     let mut diags = Diagnostics::new();
     let mut files = BTreeMap::new();
+    // Two models must never render the same Deployment (`a-b` on `c` and `a` on `b-c`).
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for model in &plan.models {
+        for unit in units(spec, plan, model).unwrap_or_default() {
+            if let Some(other) = seen.insert(unit.name.clone(), model.name.clone())
+                && other != model.name
+            {
+                diags.push(
+                    Diagnostic::error(
+                        codes::UNSAFE_NAME,
+                        format!(
+                            "models `{other}` and `{}` would both render the Deployment `{}`",
+                            model.name, unit.name
+                        ),
+                    )
+                    .with_help("rename one of the models"),
+                );
+            }
+        }
+    }
     for model in &plan.models {
         match render_model(spec, plan, &env, model) {
             Ok(text) => {
@@ -303,35 +499,56 @@ fn render_model(
 ) -> Result<String, Diagnostics> {
     let mut diags = Diagnostics::new();
     let mut docs = Vec::new();
-    let views: Vec<WorkloadView> =
-        (0..model.groups.len()).filter_map(|i| workload_view(spec, plan, model, i)).collect();
-    if views.len() != model.groups.len() {
+    let Some(source) = spec.model(&model.name) else {
         diags.push(super::internal(format!("model `{}` of the plan is not in the spec", model.name)));
-    }
-    for view in &views {
-        for (template, wanted) in
-            [("deployment.yaml.j2", true), ("pod-disruption-budget.yaml.j2", view.replicas > 1)]
-        {
-            if wanted {
-                match render_checked(env, template, view) {
-                    Ok(text) => docs.push(text),
-                    Err(d) => diags.push(d),
-                }
-            }
+        return Err(diags);
+    };
+    let units = units(spec, plan, model).map_err(|d| {
+        let mut ds = Diagnostics::new();
+        ds.push(d);
+        ds
+    })?;
+    for (wave, unit) in units.iter().enumerate() {
+        let view = workload_view(spec, plan, source, unit, wave);
+        match render_checked(env, "deployment.yaml.j2", &view) {
+            Ok(text) => docs.push(text),
+            Err(d) => diags.push(d),
         }
     }
-    if let Some(view) = views.first().filter(|v| !v.ports.is_empty()) {
+    let total: u32 = units.iter().map(|u| u.replicas).sum();
+    if total > 1 {
+        let (max_unavailable, min_available) = match &source.deployment.disruption_budget {
+            Budget::MaxUnavailable(v) => (Some(int_or_percent_json(v)), None),
+            Budget::MinAvailable(v) => (None, Some(int_or_percent_json(v))),
+        };
+        let budget = BudgetView {
+            name: model.name.clone(),
+            namespace: spec.cluster.namespace.clone(),
+            labels: model_labels(spec, &model.name),
+            selector: model_selector(spec, &model.name),
+            max_unavailable,
+            min_available,
+        };
+        match render_checked(env, "pod-disruption-budget.yaml.j2", &budget) {
+            Ok(text) => docs.push(text),
+            Err(d) => diags.push(d),
+        }
+    }
+    if !source.ports.is_empty() {
         let service = ServiceView {
-            name: view.model.clone(),
-            namespace: view.namespace.clone(),
-            labels: model_labels(spec, &view.model),
-            selector: model_labels(spec, &view.model),
-            ports: view.ports.clone(),
+            name: model.name.clone(),
+            namespace: spec.cluster.namespace.clone(),
+            labels: model_labels(spec, &model.name),
+            selector: model_selector(spec, &model.name),
+            ports: ports(source),
         };
         match render_checked(env, "service.yaml.j2", &service) {
             Ok(text) => docs.push(text),
             Err(d) => diags.push(d),
         }
+    }
+    if docs.is_empty() {
+        return if diags.is_empty() { Ok(String::new()) } else { Err(diags) };
     }
     if diags.is_empty() { Ok(super::join_documents(&docs)) } else { Err(diags) }
 }
@@ -342,42 +559,101 @@ fn model_labels(spec: &Spec, model: &str) -> BTreeMap<String, String> {
     labels
 }
 
-/// The view of one replica group; `None` when the model is not in the spec.
-pub fn workload_view(spec: &Spec, plan: &Plan, model: &ModelPlan, index: usize) -> Option<WorkloadView> {
-    let source = spec.model(&model.name)?;
-    let group: &ReplicaGroup = model.groups.get(index)?;
-    let name = deployment_name(&model.name, &model.groups, index);
-    let mut labels = model_labels(spec, &model.name);
+/// Selects every pod of a model, whatever Deployment runs it (Service, PodDisruptionBudget).
+fn model_selector(spec: &Spec, model: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), model.to_owned()),
+        ("gpuplan.io/plan".to_owned(), spec.name.clone()),
+    ])
+}
+
+fn int_or_percent_json(v: &IntOrPercent) -> serde_json::Value {
+    match v {
+        IntOrPercent::Int(n) => serde_json::Value::from(*n),
+        IntOrPercent::Percent(p) => serde_json::Value::from(p.clone()),
+    }
+}
+
+fn ports(source: &crate::spec::Model) -> Vec<PortView> {
+    source
+        .ports
+        .iter()
+        .map(|p| PortView { name: p.name.clone(), port: p.port, protocol: p.protocol.clone() })
+        .collect()
+}
+
+fn probe_view(p: Option<&crate::spec::deployment::Probe>) -> Option<ProbeView> {
+    p.map(|p| ProbeView {
+        path: p.path.clone(),
+        port: p.port.clone(),
+        initial_delay_seconds: p.initial_delay_seconds,
+        period_seconds: p.period_seconds,
+        timeout_seconds: p.timeout_seconds,
+        failure_threshold: p.failure_threshold,
+    })
+}
+
+/// The rollout strategy: the manifest's, else surge where the node has spare units of the
+/// resource, else replace one pod at a time without surge (a surge pod would find no GPU).
+pub fn strategy(source: &crate::spec::Model, unit: &Unit) -> StrategyView {
+    match &source.deployment.strategy {
+        Some(s) => StrategyView {
+            max_surge: int_or_percent_json(&s.max_surge),
+            max_unavailable: int_or_percent_json(&s.max_unavailable),
+        },
+        None if !unit.autoscaled && unit.spare >= unit.per_replica => {
+            StrategyView { max_surge: 1.into(), max_unavailable: 0.into() }
+        }
+        None => StrategyView { max_surge: 0.into(), max_unavailable: 1.into() },
+    }
+}
+
+/// The view of one Deployment.
+pub fn workload_view(
+    spec: &Spec,
+    plan: &Plan,
+    source: &crate::spec::Model,
+    unit: &Unit,
+    wave: usize,
+) -> WorkloadView {
+    let name = unit.name.clone();
+    let mut labels = model_labels(spec, &source.name);
     labels.insert("app.kubernetes.io/instance".to_owned(), name.clone());
     let selector = BTreeMap::from([("app.kubernetes.io/instance".to_owned(), name.clone())]);
 
-    let pool_plan = plan.pools.iter().find(|p| p.name == group.pool);
-    let pool_spec = spec.pool(&group.pool);
-    let autoscaled = pool_plan.is_some_and(|p| p.autoscaled);
+    let pool_plan = plan.pools.iter().find(|p| p.name == unit.pool);
+    let pool_spec = spec.pool(&unit.pool);
     let mut node_affinity = Vec::new();
-    if autoscaled {
-        // Node names of an autoscaled pool are placeholders: steer by the template's labels.
-        let mut layouts: Vec<String> = pool_plan
-            .map(|p| p.nodes.iter().filter(|n| group.nodes.contains(&n.name)).map(layout_name).collect())
-            .unwrap_or_default();
-        layouts.sort();
-        layouts.dedup();
-        node_affinity.push(MatchExpression {
-            key: POOL_LABEL.to_owned(),
-            operator: "In".to_owned(),
-            values: vec![group.pool.clone()],
-        });
-        node_affinity.push(MatchExpression {
-            key: LAYOUT_LABEL.to_owned(),
-            operator: "In".to_owned(),
-            values: layouts,
-        });
-    } else {
-        node_affinity.push(MatchExpression {
+    let mut spread = None;
+    match &unit.layout {
+        Some(layout) => {
+            // Node names of an autoscaled pool are placeholders: steer by the template's labels,
+            // and spread evenly over the nodes of the layout (exact counts: see docs/bundle.md).
+            node_affinity.push(MatchExpression {
+                key: POOL_LABEL.to_owned(),
+                operator: "In".to_owned(),
+                values: vec![unit.pool.clone()],
+            });
+            node_affinity.push(MatchExpression {
+                key: LAYOUT_LABEL.to_owned(),
+                operator: "In".to_owned(),
+                values: vec![layout.clone()],
+            });
+            if unit.replicas > 1 {
+                let nodes = unit.nodes.len() as u32;
+                spread = Some(SpreadView {
+                    topology_key: "kubernetes.io/hostname".to_owned(),
+                    when_unsatisfiable: "DoNotSchedule".to_owned(),
+                    max_skew: 1,
+                    min_domains: (nodes > 1).then_some(nodes),
+                });
+            }
+        }
+        None => node_affinity.push(MatchExpression {
             key: "kubernetes.io/hostname".to_owned(),
             operator: "In".to_owned(),
-            values: group.nodes.clone(),
-        });
+            values: unit.nodes.clone(),
+        }),
     }
     for (key, value) in pool_spec.map(|p| &p.node_selector).into_iter().flatten() {
         node_affinity.push(if value.is_empty() {
@@ -386,21 +662,6 @@ pub fn workload_view(spec: &Spec, plan: &Plan, model: &ModelPlan, index: usize) 
             MatchExpression { key: key.clone(), operator: "In".to_owned(), values: vec![value.clone()] }
         });
     }
-
-    let spread = match source.spread {
-        _ if group.replicas < 2 => None,
-        Spread::None => None,
-        Spread::Node => Some(SpreadView {
-            topology_key: "kubernetes.io/hostname".to_owned(),
-            when_unsatisfiable: "DoNotSchedule".to_owned(),
-        }),
-        // Kubernetes has no GPU topology key: the plan already put the replicas on distinct
-        // GPUs; spreading over nodes where possible is the best the scheduler can add.
-        Spread::Gpu => Some(SpreadView {
-            topology_key: "kubernetes.io/hostname".to_owned(),
-            when_unsatisfiable: "ScheduleAnyway".to_owned(),
-        }),
-    };
 
     let mut tolerations: Vec<TolerationView> = pool_spec
         .map(|p| {
@@ -424,32 +685,89 @@ pub fn workload_view(spec: &Spec, plan: &Plan, model: &ModelPlan, index: usize) 
         });
     }
 
-    Some(WorkloadView {
+    let d = &source.deployment;
+    let mut env: Vec<EnvView> = source
+        .env
+        .iter()
+        .filter(|(n, _)| !d.value_from.contains_key(n))
+        .map(|(n, v)| EnvView { name: n.clone(), value: Some(v.clone()), value_from: None })
+        .collect();
+    for (n, v) in &d.value_from {
+        env.push(EnvView {
+            name: n.clone(),
+            value: None,
+            value_from: Some(ValueFromView {
+                kind: match v.kind {
+                    ValueSource::Secret => "secretKeyRef",
+                    ValueSource::ConfigMap => "configMapKeyRef",
+                }
+                .to_owned(),
+                name: v.name.clone(),
+                key: v.key.clone(),
+                optional: v.optional,
+            }),
+        });
+    }
+    let mut limits: BTreeMap<String, serde_json::Value> =
+        d.limits.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect();
+    limits.insert(unit.resource.clone(), unit.per_replica.into());
+    let mut annotations = BTreeMap::from([
+        ("gpuplan.io/resource".to_owned(), unit.resource.clone()),
+        ("gpuplan.io/pool".to_owned(), unit.pool.clone()),
+        // Argo CD syncs wave by wave and waits for each to be healthy: the Deployments of one
+        // model roll out one after the other (see docs/bundle.md, "Rollouts").
+        (SYNC_WAVE.to_owned(), wave.to_string()),
+    ]);
+    // A Deployment without probes says why, for scanners (checkov reads these annotations).
+    let why = if source.ports.is_empty() {
+        "the model has no port to probe"
+    } else {
+        "probes are disabled in the manifest"
+    };
+    for (i, (check, probe)) in
+        [("CKV_K8S_9", &d.readiness), ("CKV_K8S_8", &d.liveness)].into_iter().enumerate()
+    {
+        if probe.is_none() {
+            annotations.insert(format!("checkov.io/skip{}", i + 1), format!("{check}={why}"));
+        }
+    }
+
+    WorkloadView {
         name,
-        model: model.name.clone(),
+        model: source.name.clone(),
         namespace: spec.cluster.namespace.clone(),
         plan: spec.name.clone(),
         image: source.image.clone(),
         command: source.command.clone(),
         args: source.args.clone(),
-        env: source.env.iter().map(|(n, v)| EnvView { name: n.clone(), value: v.clone() }).collect(),
-        ports: source
-            .ports
-            .iter()
-            .map(|p| PortView { name: p.name.clone(), port: p.port, protocol: p.protocol.clone() })
-            .collect(),
-        replicas: group.replicas,
-        resource: group.resource.clone(),
-        per_replica: group.per_replica,
-        pool: group.pool.clone(),
+        env,
+        ports: ports(source),
+        replicas: unit.replicas,
+        resource: unit.resource.clone(),
+        per_replica: unit.per_replica,
+        pool: unit.pool.clone(),
         gpu: pool_plan.map(|p| p.gpu.clone()).unwrap_or_default(),
-        nodes: group.nodes.clone(),
+        nodes: unit.nodes.clone(),
         labels,
         selector,
+        annotations,
         node_affinity,
         spread,
         tolerations,
-    })
+        strategy: strategy(source, unit),
+        requests: d.requests.clone(),
+        limits,
+        readiness: probe_view(d.readiness.as_ref()),
+        liveness: probe_view(d.liveness.as_ref()),
+        startup: probe_view(d.startup.as_ref()),
+        image_pull_secrets: d.image_pull_secrets.clone(),
+        service_account_name: d.service_account_name.clone(),
+        model_cache: d.model_cache.as_ref().map(|c| CacheView {
+            mount_path: c.mount_path.clone(),
+            claim_name: c.claim_name.clone(),
+            size_limit: c.size_limit.clone(),
+        }),
+    }
 }
 
 #[cfg(test)]

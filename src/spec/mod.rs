@@ -6,6 +6,8 @@
 //! as diagnostics. Only [`validate`] builds a `Spec`.
 
 pub mod change_policy;
+pub mod deployment;
+mod headroom;
 pub mod names;
 pub mod units;
 mod validate;
@@ -14,6 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use deployment::Deployment;
 pub use validate::{
     DEFAULT_ADMISSION_FACTOR, DEFAULT_MAX_TIME_SLICING_REPLICAS, DEFAULT_MEMORY_HEADROOM, DEFAULT_NAMESPACE,
     DEFAULT_OPERATOR_NAMESPACE, DEFAULT_TIME_SLICING_EFFICIENCY, validate,
@@ -77,6 +80,8 @@ pub struct OutputOptions {
     pub helm_values: bool,
     pub argocd: Option<ArgoCd>,
     pub flux: Option<Flux>,
+    /// Write `Namespace` objects for the workload and operator namespaces.
+    pub namespaces: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -178,6 +183,8 @@ pub struct Model {
     pub priority: i32,
     /// Whether the model counts as an LLM for policies (`policy.llmNeverTimeSliced`).
     pub llm: bool,
+    /// How the model's Deployments run (defaults applied).
+    pub deployment: Deployment,
     #[serde(skip)]
     pub span: Option<Span>,
 }

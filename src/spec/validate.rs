@@ -42,6 +42,10 @@ pub fn validate(manifest: &Manifest, catalog: &Catalog) -> Result<(Spec, Diagnos
     let mut v = Validator { catalog, diags: Diagnostics::new() };
     let spec = v.spec(manifest);
     let mut diags = v.diags;
+    if diags.has_errors() {
+        // A near miss of the memory headroom is advice about a plan; with errors there is none.
+        diags.0.retain(|d| d.code != codes::MEMORY_HEADROOM_MARGIN);
+    }
     diags.sort();
     match spec {
         Some(spec) if !diags.has_errors() => Ok((spec, diags)),
@@ -163,12 +167,7 @@ impl<'c> Validator<'c> {
     fn gpu(&mut self, id: &Sp<String>) -> Option<&'c GpuModel> {
         let catalog = self.catalog;
         catalog.get(&id.value).or_else(|| {
-            let help = match nearest(&id.value, self.catalog.ids()) {
-                Some(n) => format!("did you mean `{n}`? `gpuplan catalog list` shows every id"),
-                None => {
-                    "`gpuplan catalog list` shows every id; add new hardware with `--catalog DIR`".to_owned()
-                }
-            };
+            let help = crate::catalog::suggestion_help(&catalog.suggest(&id.value));
             self.push(error(
                 codes::UNKNOWN_GPU,
                 &id.span,
@@ -297,6 +296,7 @@ impl<'c> Validator<'c> {
                 helm_values: out.helm_values.as_ref().is_none_or(|b| b.value),
                 argocd,
                 flux,
+                namespaces: out.namespaces.as_ref().is_none_or(|b| b.value),
             },
         })
     }
@@ -912,13 +912,26 @@ impl<'c> Validator<'c> {
             Some(Demand::Rate(r)) => Some(r.min_replicas),
             None => None,
         };
-        // Can one replica run at all, on the pools it may use?
-        if let Some(mem) = memory_mib {
+        // Can one replica run at all, on the pools it may use? Not judged when a pool or filter
+        // could not be read (an unknown GPU is one diagnostic, not a cascade).
+        if let Some(mem) = memory_mib.filter(|_| pools_complete) {
             self.fits(raw, name, mem, gpus, &eligible, policy);
+            let gpu_models: Vec<&GpuModel> = eligible.iter().map(|p| &p.gpu).collect();
+            self.diags.extend(
+                super::headroom::near_misses(
+                    name,
+                    mem,
+                    policy.memory_headroom,
+                    &gpu_models,
+                    &raw.memory.span,
+                )
+                .into_iter()
+                .collect(),
+            );
         }
         if let Some(n) = gpus {
             let most = eligible.iter().map(|p| p.pool.gpus_per_node).max().unwrap_or(0);
-            if !eligible.is_empty() && n > most {
+            if pools_complete && !eligible.is_empty() && n > most {
                 if let Some(g) = &raw.gpus {
                     self.push(error(codes::GPUS_EXCEED_NODE, &g.span, format!("model `{name}` needs {n} GPUs on one node, but its pools have at most {most} per node"), "more than a node has", "lower `gpus`, or add a pool with bigger nodes"));
                 }
@@ -933,6 +946,7 @@ impl<'c> Validator<'c> {
         }
         if isolation == Isolation::Hardware
             && gpus.is_none()
+            && pools_complete
             && !eligible.is_empty()
             && eligible.iter().all(|p| !p.gpu.is_mig_capable())
         {
@@ -946,6 +960,12 @@ impl<'c> Validator<'c> {
                 .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
             );
         }
+        let deployment = super::deployment::validate(
+            &mut self.diags,
+            raw.deployment.as_ref(),
+            defaults.deployment.as_ref(),
+            &ports,
+        );
         Some(Model {
             name: name.clone(),
             image: raw.image.value.clone(),
@@ -964,6 +984,7 @@ impl<'c> Validator<'c> {
             gpu_types,
             priority: priority?,
             llm,
+            deployment,
             // The model's name: what a planner diagnostic about the model should underline.
             span: Some(raw.name.span.clone()),
         })
@@ -1090,6 +1111,9 @@ impl<'c> Validator<'c> {
         }
         if let Some(path) = &d.measurements {
             match m.measurements.get(&path.value) {
+                // A loaded file always has points (`measurement-empty` otherwise); an empty one
+                // failed to parse and its own diagnostics say why: no second, vaguer error here.
+                Some(loaded) if loaded.is_empty() => ok = false,
                 Some(loaded) => points.extend(loaded.iter().cloned()),
                 None => {
                     self.push(error(

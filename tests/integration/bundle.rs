@@ -78,37 +78,105 @@ fn every_document_parses_and_is_a_kubernetes_object_or_documented_data() {
     }
 }
 
+/// Per model and resource, the Deployments' replicas add up to the plan's groups; each
+/// Deployment is pinned to one named node (or one layout of an autoscaled pool) and requests
+/// exactly the planned resource, cpu and memory (never BestEffort).
 #[test]
 fn every_deployment_requests_exactly_its_planned_resource() {
     for f in fx::all() {
         let docs = documents(&bundle(&f));
         let deployments = of_kind(&docs, "Deployment");
-        let groups: usize = f.plan.models.iter().map(|m| m.groups.len()).sum();
-        assert_eq!(deployments.len(), groups, "{}: one Deployment per replica group", f.name);
         for model in &f.plan.models {
-            for (i, group) in model.groups.iter().enumerate() {
-                let name = gpuplan::render::names::deployment_name(&model.name, &model.groups, i);
-                let d =
-                    deployments.iter().find(|d| d["metadata"]["name"] == name.as_str()).expect("deployment");
-                assert_eq!(d["spec"]["replicas"], group.replicas);
-                let containers = d["spec"]["template"]["spec"]["containers"].as_array().expect("containers");
-                assert_eq!(containers.len(), 1);
-                let limits = containers[0]["resources"]["limits"].as_object().expect("limits");
-                assert_eq!(limits.len(), 1, "{name}: only the planned resource");
-                assert_eq!(limits[&group.resource], group.per_replica, "{name}");
-                let sc = &containers[0]["securityContext"];
-                assert_eq!(sc["allowPrivilegeEscalation"], false);
-                assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
-                assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"], true);
-                assert_eq!(
-                    d["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"],
-                    "RuntimeDefault"
-                );
+            for group in &model.groups {
+                let total: u64 = deployments
+                    .iter()
+                    .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/name"] == model.name.as_str())
+                    .filter(|d| {
+                        d["metadata"]["annotations"]["gpuplan.io/resource"] == group.resource.as_str()
+                    })
+                    .filter(|d| d["metadata"]["annotations"]["gpuplan.io/pool"] == group.pool.as_str())
+                    .map(|d| d["spec"]["replicas"].as_u64().expect("replicas"))
+                    .sum();
+                assert_eq!(total, u64::from(group.replicas), "{}: {} {}", f.name, model.name, group.resource);
             }
         }
+        for d in &deployments {
+            let name = d["metadata"]["name"].as_str().expect("name");
+            let resource = d["metadata"]["annotations"]["gpuplan.io/resource"].as_str().expect("resource");
+            let pod = &d["spec"]["template"]["spec"];
+            let containers = pod["containers"].as_array().expect("containers");
+            assert_eq!(containers.len(), 1);
+            let limits = containers[0]["resources"]["limits"].as_object().expect("limits");
+            let gpu: Vec<&String> = limits.keys().filter(|k| k.contains('/')).collect();
+            assert_eq!(gpu, [resource], "{name}: only the planned GPU resource");
+            let requests = &containers[0]["resources"]["requests"];
+            assert!(requests["cpu"].is_string() && requests["memory"].is_string(), "{name}: BestEffort");
+            let hosts = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [0]["matchExpressions"][0];
+            if hosts["key"] == "kubernetes.io/hostname" {
+                assert_eq!(hosts["values"].as_array().map(Vec::len), Some(1), "{name}: pinned to one node");
+            } else {
+                assert_eq!(hosts["key"], "gpuplan.io/pool", "{name}");
+            }
+            let rolling = &d["spec"]["strategy"]["rollingUpdate"];
+            assert!(rolling["maxSurge"].is_number() && rolling["maxUnavailable"].is_number(), "{name}");
+            let sc = &containers[0]["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"], false);
+            assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+            assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        }
+        // One PodDisruptionBudget per model with more than one replica, over all its pods.
         let pdbs = of_kind(&docs, "PodDisruptionBudget");
-        let multi: usize = f.plan.models.iter().flat_map(|m| &m.groups).filter(|g| g.replicas > 1).count();
-        assert_eq!(pdbs.len(), multi, "{}: a PDB per Deployment with replicas > 1", f.name);
+        let multi: Vec<&str> = f
+            .plan
+            .models
+            .iter()
+            .filter(|m| m.groups.iter().map(|g| g.replicas).sum::<u32>() > 1)
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(pdbs.len(), multi.len(), "{}: one PDB per model with replicas > 1", f.name);
+        for pdb in pdbs {
+            let model = pdb["metadata"]["name"].as_str().expect("name");
+            assert!(multi.contains(&model), "{model}");
+            assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+            assert_eq!(pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"], model);
+        }
+    }
+}
+
+/// Every namespace an object of the bundle lives in is created by the bundle.
+#[test]
+fn every_namespace_used_is_created_by_the_bundle() {
+    for f in fx::all() {
+        let docs = documents(&bundle(&f));
+        let created: Vec<&str> =
+            of_kind(&docs, "Namespace").iter().filter_map(|n| n["metadata"]["name"].as_str()).collect();
+        for (path, d) in &docs {
+            if path.starts_with("argocd/") || path.starts_with("flux/") {
+                continue;
+            }
+            if let Some(ns) = d["metadata"]["namespace"].as_str() {
+                assert!(created.contains(&ns), "{}: `{path}` uses namespace `{ns}`", f.name);
+            }
+        }
+    }
+}
+
+/// A node whose layout changes is relabelled only after its drain: its patch is in
+/// `nodes/drain/`, which no kustomization of the main sync lists.
+#[test]
+fn nodes_that_must_drain_are_held_back_from_the_main_sync() {
+    let f = fx::voice_pipeline();
+    assert!(f.plan.pools[0].nodes[0].must_drain);
+    let b = bundle(&f);
+    let drain = &b.files["nodes/drain/node-labels.yaml"];
+    assert!(drain.contains("name: gpu-a-1") && drain.contains("gpuplan.io/must-drain"));
+    assert!(!b.files["nodes/labels/node-labels.yaml"].contains("name: gpu-a-1"));
+    for (path, text) in &b.files {
+        if path.ends_with("kustomization.yaml") && path != "nodes/drain/kustomization.yaml" {
+            assert!(!text.contains("drain"), "`{path}` must not list the held-back patches");
+        }
     }
 }
 
@@ -139,15 +207,15 @@ fn voice_pipeline_mig_layout_is_valid_and_hosts_asr_and_tts_resources() {
         let limits = d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
             .as_object()
             .expect("limits");
-        let resource = limits.keys().next().expect("one resource");
+        let resource = limits.keys().find(|k| k.contains('/')).expect("one GPU resource");
         match d["metadata"]["name"].as_str() {
-            Some("parakeet-asr" | "fastpitch-tts") => {
+            Some("parakeet-asr-gpu-a-1" | "fastpitch-tts-gpu-a-1") => {
                 assert!(
                     mig_resources.contains(resource),
                     "{resource} is not in the node's layout {mig_resources:?}"
                 );
             }
-            Some("nemotron-llm") => assert_eq!(limits["nvidia.com/gpu"], 1),
+            Some("nemotron-llm-gpu-a-1") => assert_eq!(limits["nvidia.com/gpu"], 1),
             other => panic!("unexpected deployment {other:?}"),
         }
     }
@@ -365,7 +433,7 @@ fn hostile_values_are_escaped_and_round_trip() {
     assert_eq!(check_documents(text).expect("parses").len(), 3, "deployment, pdb and service only");
     let d = of_kind(&docs, "Deployment")
         .into_iter()
-        .find(|d| d["metadata"]["name"] == "parakeet-asr")
+        .find(|d| d["metadata"]["name"] == "parakeet-asr-gpu-a-1")
         .expect("asr");
     let c = &d["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["args"], serde_json::json!([hostile, "yes", "0o17"]));
@@ -389,16 +457,39 @@ fn hostile_names_are_rejected_not_rewritten() {
         (
             "deployment clash",
             Box::new(|f| {
-                let mut clash = f.plan.models[0].clone();
-                clash.groups.push(clash.groups[0].clone());
-                clash.groups[1].resource = "nvidia.com/gpu".to_owned();
-                f.plan.models[0] = clash;
-                let mut other = f.plan.models[1].clone();
-                other.name = format!("{}-gpu", f.plan.models[0].name);
-                let mut spec_model = f.spec.models[1].clone();
-                spec_model.name = other.name.clone();
-                f.spec.models.push(spec_model);
-                f.plan.models.push(other);
+                // `fastpitch-tts` on node `a-b` and `fastpitch-tts-a` on node `b` would both
+                // render `fastpitch-tts-a-b`.
+                let rename = |n: &mut String| {
+                    *n = match n.as_str() {
+                        "gpu-a-1" => "a-b".to_owned(),
+                        "gpu-a-2" => "b".to_owned(),
+                        other => other.to_owned(),
+                    }
+                };
+                for node in &mut f.plan.pools[0].nodes {
+                    rename(&mut node.name);
+                }
+                let llm = f.plan.pools[0].nodes[0].gpus[1].tenants.remove(0);
+                f.plan.pools[0].nodes[0].gpus[1].mode = gpuplan::plan::GpuMode::Unused;
+                f.plan.pools[0].nodes[1].gpus[0]
+                    .tenants
+                    .push(gpuplan::plan::Tenant { model: "fastpitch-tts-a".into(), ..llm });
+                f.plan.pools[0].nodes[1].gpus[0].mode = gpuplan::plan::GpuMode::Whole;
+                for m in &mut f.plan.models {
+                    for g in &mut m.groups {
+                        g.nodes.iter_mut().for_each(rename);
+                    }
+                    if m.name == "nemotron-llm" {
+                        m.name = "fastpitch-tts-a".into();
+                        m.groups[0].nodes = vec!["b".into()];
+                    }
+                }
+                if let Some(m) = f.spec.models.iter_mut().find(|m| m.name == "nemotron-llm") {
+                    m.name = "fastpitch-tts-a".into();
+                }
+                if let gpuplan::spec::Nodes::Named(nodes) = &mut f.spec.pools[0].nodes {
+                    nodes.iter_mut().for_each(rename);
+                }
             }),
         ),
     ];
@@ -486,7 +577,12 @@ fn autoscaled_pools_get_node_template_labels_instead_of_node_patches() {
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0]["labels"]["nvidia.com/mig.config"], "burst-1g10gb");
     assert_eq!(groups[0]["taints"][0]["key"], "nvidia.com/gpu");
-    assert!(!b.files.contains_key("nodes/node-labels.yaml"));
+    let tags = groups[0]["clusterAutoscalerTags"].as_object().expect("tags");
+    assert!(
+        tags.keys().any(|k| k.starts_with("k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/"))
+    );
+    assert!(tags.contains_key("k8s.io/cluster-autoscaler/node-template/label/nvidia.com/mig.config"));
+    assert!(!b.files.contains_key("nodes/labels/node-labels.yaml"));
 }
 
 proptest::proptest! {
@@ -572,4 +668,39 @@ fn every_requested_resource_exists_in_its_nodes_configs() {
             }
         }
     }
+}
+
+/// Workload identity: one replica less on a node keeps every
+/// Deployment, Service and PodDisruptionBudget name and every file name; only counts change.
+#[test]
+fn names_survive_replica_changes() {
+    let names = |f: &Fixture| -> (Vec<String>, Vec<String>) {
+        let b = bundle(f);
+        let docs = documents(&b);
+        let mut objects: Vec<String> = docs
+            .iter()
+            .filter(|(p, _)| p.starts_with("workloads/"))
+            .map(|(_, d)| {
+                format!(
+                    "{}/{}",
+                    d["kind"].as_str().unwrap_or(""),
+                    d["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .filter(|n| !n.starts_with("PodDisruptionBudget/"))
+            .collect();
+        objects.sort();
+        (objects, b.files.keys().cloned().collect())
+    };
+    let before = fx::voice_pipeline();
+    let mut after = fx::voice_pipeline();
+    // parakeet-asr: 2 → 1 replica on gpu-a-1 (its second MIG instance left idle).
+    let gpu0 = &mut after.plan.pools[0].nodes[0].gpus[0];
+    let second = gpu0.tenants.iter().rposition(|t| t.model == "parakeet-asr").expect("two asr tenants");
+    gpu0.tenants.remove(second);
+    let asr = after.plan.models.iter_mut().find(|m| m.name == "parakeet-asr").expect("asr");
+    asr.groups[0].replicas = 1;
+    assert_eq!(names(&before), names(&after));
+    let text = bundle(&after).files["workloads/parakeet-asr.yaml"].clone();
+    assert!(text.contains("replicas: 1") && !text.contains("kind: PodDisruptionBudget"), "{text}");
 }

@@ -400,9 +400,10 @@ proptest! {
     #[test]
     fn importer_never_panics(lgip in ".{0,400}", lgipp in ".{0,200}", query in ".{0,200}") {
         let mut sources = Sources::new();
-        let mut info = import::parse_query(&query);
+        let query_file = sources.add("query", query.clone());
+        let mut info = import::parse_query(query_file, &query).unwrap_or_default();
         info.name.get_or_insert_with(|| "NVIDIA Test GPU".to_owned());
-        let _ = import::import(&mut sources, ("lgip", &lgip), ("lgipp", &lgipp), &info);
+        let _ = import::import(&mut sources, ("lgip", &lgip), ("lgipp", &lgipp), &info, Some(query_file));
     }
 
     #[test]
@@ -413,9 +414,13 @@ proptest! {
         let at = (0..=at).rev().find(|&i| lgip.is_char_boundary(i)).unwrap_or(0);
         let damaged = format!("{}{junk}{}", &lgip[..at], &lgip[at..]);
         let mut sources = Sources::new();
-        let info = import::DeviceInfo { name: Some("NVIDIA H100 80GB HBM3".into()), ..Default::default() };
-        let _ = import::import(&mut sources, ("lgip", &damaged), ("lgipp", &lgipp), &info);
-        let _ = import::import(&mut sources, ("lgip", &lgip), ("lgipp", &damaged), &info);
+        let info = import::DeviceInfo {
+            name: Some("NVIDIA H100 80GB HBM3".into()),
+            memory_mib: Some(81559),
+            ..Default::default()
+        };
+        let _ = import::import(&mut sources, ("lgip", &damaged), ("lgipp", &lgipp), &info, None);
+        let _ = import::import(&mut sources, ("lgip", &lgip), ("lgipp", &damaged), &info, None);
     }
 }
 
@@ -484,15 +489,22 @@ fn bad_catalog_files_get_coded_diagnostics_with_positions() {
 
 // --- catalog import -----------------------------------------------------------------------------
 
-fn import_fixture(stem: &str) -> Result<GpuModel, gpuplan::diagnostics::Diagnostics> {
+fn import_files(lgip: &str, lgipp: &str, query: &str) -> Result<GpuModel, gpuplan::diagnostics::Diagnostics> {
     let mut sources = Sources::new();
-    let info = import::parse_query(&fixture(&format!("{stem}.query.txt")));
+    let text = fixture(query);
+    let query_file = sources.add(query, text.clone());
+    let info = import::parse_query(query_file, &text)?;
     import::import(
         &mut sources,
-        ("lgip", &fixture(&format!("{stem}.lgip.txt"))),
-        ("lgipp", &fixture(&format!("{stem}.lgipp.txt"))),
+        ("lgip", &fixture(lgip)),
+        ("lgipp", &fixture(lgipp)),
         &info,
+        Some(query_file),
     )
+}
+
+fn import_fixture(stem: &str) -> Result<GpuModel, gpuplan::diagnostics::Diagnostics> {
+    import_files(&format!("{stem}.lgip.txt"), &format!("{stem}.lgipp.txt"), &format!("{stem}.query.txt"))
 }
 
 #[test]
@@ -516,7 +528,11 @@ fn importing_real_output_reproduces_the_driver_tables() {
 #[test]
 fn malformed_nvidia_smi_output_is_a_clear_error() {
     let mut sources = Sources::new();
-    let info = import::DeviceInfo { name: Some("NVIDIA H100 80GB HBM3".into()), ..Default::default() };
+    let info = import::DeviceInfo {
+        name: Some("NVIDIA H100 80GB HBM3".into()),
+        memory_mib: Some(81559),
+        ..Default::default()
+    };
     let h100_lgipp = fixture("h100-sxm5-80gb.lgipp.txt");
     let h100_lgip = fixture("h100-sxm5-80gb.lgip.txt");
     let cases = [
@@ -524,11 +540,26 @@ fn malformed_nvidia_smi_output_is_a_clear_error() {
         (h100_lgip.clone(), fixture("malformed.lgipp.txt"), "cannot read this placement line"),
         (h100_lgip.clone(), fixture("missing-placement.lgipp.txt"), "no placements for profile `7g.80gb`"),
         (fixture("no-mig.lgip.txt"), h100_lgipp.clone(), "no GPU-instance profile rows found"),
-        (h100_lgip, String::new(), "no placement lines found"),
+        (h100_lgip.clone(), String::new(), "no placement lines found"),
+        (
+            format!("{h100_lgip}\nsomething else\n"),
+            h100_lgipp.clone(),
+            "not part of `nvidia-smi mig -lgip` output",
+        ),
+        (
+            h100_lgip.clone(),
+            format!("{h100_lgipp}GPU  0 Profile ID 0 Placement: {{0}}\n"),
+            "cannot read this placement line",
+        ),
+        (
+            h100_lgip.replace("MIG 1g.10gb  ", "MIG 1c.1g.10gb"),
+            h100_lgipp.clone(),
+            "compute-instance profile",
+        ),
     ];
     for (lgip, lgipp, message) in cases {
         let diagnostics =
-            import::import(&mut sources, ("lgip", &lgip), ("lgipp", &lgipp), &info).expect_err(message);
+            import::import(&mut sources, ("lgip", &lgip), ("lgipp", &lgipp), &info, None).expect_err(message);
         let d = diagnostics.iter().next().expect("a diagnostic");
         assert_eq!(d.code, codes::NVIDIA_SMI_PARSE);
         assert!(d.message.contains(message), "{} does not say {message}", d.message);
@@ -539,10 +570,15 @@ fn malformed_nvidia_smi_output_is_a_clear_error() {
 fn import_command_writes_an_entry_that_loads_back() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("h100-nvl.yaml");
+    let lgip = std::fs::read_to_string(format!("{FIXTURES}/h100-nvl.lgip.txt")).expect("fixture");
+    let lgipp = std::fs::read_to_string(format!("{FIXTURES}/h100-nvl.lgipp.txt")).expect("fixture");
+    std::fs::write(dir.path().join("lgip.txt"), lgip).expect("write");
+    std::fs::write(dir.path().join("lgipp.txt"), lgipp).expect("write");
+    // A GPU the catalog does not have: no PCI id, a new name and id.
     let run = gpuplan()
-        .args(["catalog", "import", "--lgip", &format!("{FIXTURES}/h100-nvl.lgip.txt")])
-        .args(["--lgipp", &format!("{FIXTURES}/h100-nvl.lgipp.txt")])
-        .args(["--query", &format!("{FIXTURES}/h100-nvl.query.txt"), "--id", "MY-H100-NVL", "--out"])
+        .current_dir(dir.path())
+        .args(["catalog", "import", "--lgip", "lgip.txt", "--lgipp", "lgipp.txt"])
+        .args(["--name", "NVIDIA Test 94GB", "--memory-mib", "95830", "--sms", "132", "--out"])
         .arg(&out)
         .output()
         .expect("runs gpuplan");
@@ -550,14 +586,185 @@ fn import_command_writes_an_entry_that_loads_back() {
     let text = std::fs::read_to_string(&out).expect("written");
     let mut sources = Sources::new();
     let entry = parse_entry(&mut sources, "h100-nvl.yaml", &text).expect("loads back");
-    assert_eq!(entry.id, "MY-H100-NVL");
+    assert_eq!(entry.id, "TEST-94GB");
     let show = gpuplan()
-        .args(["catalog", "show", "MY-H100-NVL", "--catalog"])
-        .arg(dir.path())
+        .args(["catalog", "show", "TEST-94GB", "--catalog"])
+        .arg(dir.path().join("h100-nvl.yaml"))
         .output()
         .expect("runs");
     assert_eq!(show.status.code(), Some(0), "{}", String::from_utf8_lossy(&show.stderr));
     assert!(String::from_utf8_lossy(&show.stdout).contains("3g.47gb"));
+}
+
+#[test]
+fn importing_a_gpu_the_catalog_has_merges_into_its_entry_and_keeps_its_aliases() {
+    let run = gpuplan()
+        .args(["catalog", "import", "--lgip", &format!("{FIXTURES}/h200-580.lgip.txt")])
+        .args(["--lgipp", &format!("{FIXTURES}/h200-580.lgipp.txt")])
+        .args(["--query", &format!("{FIXTURES}/h200-580.query.xml")])
+        .output()
+        .expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("merged into the catalog entry `H200-SXM`"));
+    let text = String::from_utf8(run.stdout).expect("utf-8");
+    let mut sources = Sources::new();
+    let merged = parse_entry(&mut sources, "h200.yaml", &text).expect("loads back");
+    let builtin = gpu("H200-SXM");
+    assert_eq!(merged.id, "H200-SXM");
+    assert_eq!(merged.aliases, builtin.aliases, "aliases kept");
+    assert_eq!(merged.memory_mib, builtin.memory_mib);
+    assert_eq!(merged.driver.as_deref(), Some("580.159.04"));
+    let key = |g: &GpuModel| {
+        g.mig
+            .iter()
+            .flat_map(|m| &m.profiles)
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    p.id,
+                    p.memory_mib,
+                    p.sms,
+                    p.max_count,
+                    p.starts.clone(),
+                    p.size,
+                    p.driver.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(key(&merged), key(&builtin), "the catalog's H200 rows are the driver's, to the MiB");
+}
+
+#[test]
+fn import_that_would_shadow_an_existing_entry_is_refused() {
+    let run = gpuplan()
+        .args(["catalog", "import", "--lgip", &format!("{FIXTURES}/h100-nvl.lgip.txt")])
+        .args(["--lgipp", &format!("{FIXTURES}/h100-nvl.lgipp.txt")])
+        .args(["--query", &format!("{FIXTURES}/h100-nvl.query.txt"), "--id", "MY-H100-NVL"])
+        .output()
+        .expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("error[catalog-import-conflict]") && stderr.contains("`H100-NVL`"), "{stderr}");
+}
+
+#[test]
+fn nvidia_user_guide_examples_import_including_singular_placement_lines() {
+    let mut sources = Sources::new();
+    let info = import::DeviceInfo {
+        name: Some("NVIDIA A100-SXM4-40GB".into()),
+        memory_mib: Some(40960),
+        ..Default::default()
+    };
+    let gpu = import::import(
+        &mut sources,
+        ("lgip", &fixture("mig-user-guide-a100.lgip.txt")),
+        ("lgipp", &fixture("mig-user-guide-a100.lgipp.txt")),
+        &info,
+        None,
+    )
+    .unwrap_or_else(|d| panic!("{d:?}"));
+    let p = gpu.profile("7g.40gb").expect("7g row");
+    assert_eq!((p.starts.as_slice(), p.size), (&[0u8][..], 8));
+    assert_eq!(gpu.profile("4g.20gb").map(|p| p.starts.clone()), Some(vec![0]));
+    assert_eq!(gpu.profile_names().count(), 7);
+}
+
+#[test]
+fn placement_lines_with_every_spelling_and_attribute_profiles_parse() {
+    let mut sources = Sources::new();
+    let lgip = "\
+|   0  MIG 1g.24gb            14     4/4        23.12      No     46     1     0   |
+|                                                              1     1     0   |
+|   0  MIG 1g.24gb+me.all     65     1/1        23.12      No     46     1     0   |
+|   0  MIG 1g.24gb+gfx        47     4/4        23.12      No     46     1     0   |
+|   0  MIG 4g.96gb            0      1/1        95.00      No     188    4     0   |
+";
+    let lgipp = "GPU 0 Profile ID 14 Placements: {0,1,2,3}:1\nGPU 0 Profile ID 65 Placements : {0,1,2,3}:1\n\
+                 GPU  0 Profile ID 47 Placements:{0, 1, 2, 3}:1\nGPU  0 Profile ID  0 Placement : {0}:4\n";
+    let info = import::DeviceInfo {
+        name: Some("NVIDIA Synthetic".into()),
+        memory_mib: Some(97887),
+        ..Default::default()
+    };
+    let gpu = import::import(&mut sources, ("lgip", lgip), ("lgipp", lgipp), &info, None)
+        .unwrap_or_else(|d| panic!("{d:?}"));
+    assert_eq!(gpu.profile("1g.24gb+me.all").map(|p| p.attributes.clone()), Some(vec!["+me.all".to_owned()]));
+    assert_eq!(gpu.profile("1g.24gb+gfx").map(|p| p.starts.clone()), Some(vec![0, 1, 2, 3]));
+    assert_eq!(gpu.profile("4g.96gb").map(|p| p.size), Some(4));
+}
+
+#[test]
+fn missing_fb_memory_usage_is_an_error_not_a_guess() {
+    let query = fixture("h100-sxm5-80gb.query.txt");
+    let cut: String = query.lines().filter(|l| !l.contains("FB Memory Usage")).collect::<Vec<_>>().join("\n");
+    let mut sources = Sources::new();
+    let file = sources.add("query", cut.clone());
+    let info = import::parse_query(file, &cut).expect("text parses");
+    assert_eq!(info.memory_mib, None, "`Total` outside `FB Memory Usage` is not the total memory");
+    let err = import::import(
+        &mut sources,
+        ("lgip", &fixture("h100-sxm5-80gb.lgip.txt")),
+        ("lgipp", &fixture("h100-sxm5-80gb.lgipp.txt")),
+        &info,
+        Some(file),
+    )
+    .expect_err("no total memory");
+    assert!(err.iter().any(|d| d.message.contains("FB Memory Usage")));
+}
+
+#[test]
+fn xml_query_gives_memory_pci_id_and_driver() {
+    let mut sources = Sources::new();
+    let text = fixture("h200-580.query.xml");
+    let file = sources.add("q.xml", text.clone());
+    let info = import::parse_query(file, &text).expect("XML parses");
+    assert_eq!(info.memory_mib, Some(143_771));
+    assert_eq!(info.pci_id.as_deref(), Some("0x233510DE"));
+    assert_eq!(info.driver.as_deref(), Some("580.159.04"));
+    assert_eq!(info.name.as_deref(), Some("NVIDIA H200"));
+    assert!(import::parse_query(file, "<nvidia_smi_log><gpu>").is_err());
+}
+
+#[test]
+fn driver_rows_name_no_other_gpu_and_nothing_borrowed() {
+    let catalog = Catalog::builtin();
+    let norm =
+        |s: &str| s.to_ascii_lowercase().chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>();
+    let names = |g: &GpuModel| -> Vec<String> {
+        std::iter::once(&g.id)
+            .chain(&g.aliases)
+            .chain(&g.product_labels)
+            .chain(std::iter::once(&g.name))
+            .map(|n| norm(n))
+            .collect()
+    };
+    let mut bad = Vec::new();
+    for g in catalog.iter() {
+        let own = names(g);
+        for p in g.mig.iter().flat_map(|m| &m.profiles).filter(|p| p.trust == Trust::Driver) {
+            let lower = p.source.to_ascii_lowercase();
+            for word in
+                ["scaled", "scaling", "borrowed", "inferred", "assumed", "same as", " as 1g", "sibling"]
+            {
+                if lower.contains(word) {
+                    bad.push(format!("{} {}: says `{word}`", g.id, p.name));
+                }
+            }
+            let source = norm(&p.source);
+            for other in catalog.iter().filter(|o| o.id != g.id) {
+                for n in names(other)
+                    .into_iter()
+                    .filter(|n| n.len() >= 4 && !own.iter().any(|o| o.contains(n.as_str())))
+                {
+                    if source.contains(&n) {
+                        bad.push(format!("{} {}: names `{}` ({n})", g.id, p.name, other.id));
+                    }
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "driver rows with borrowed sources:\n{}", bad.join("\n"));
 }
 
 #[test]
@@ -598,7 +805,7 @@ fn list_and_show_speak_json() {
 
 #[test]
 fn show_of_an_unknown_gpu_suggests_the_nearest_id() {
-    let run = gpuplan().args(["catalog", "show", "H100-SXM5-80G"]).output().expect("runs gpuplan");
+    let run = gpuplan().args(["catalog", "show", "H100-SMX5-80GB"]).output().expect("runs gpuplan");
     assert_eq!(run.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&run.stderr).contains("did you mean `H100-SXM5-80GB`"));
 }
@@ -666,7 +873,11 @@ fn import_reads_one_input_from_stdin() {
     let yaml = String::from_utf8_lossy(&out.stdout);
     let mut sources = Sources::new();
     let entry = parse_entry(&mut sources, "stdout", &yaml).expect("valid entry");
-    assert_eq!((entry.id.as_str(), entry.memory_mib), ("H100-80GB-HBM3", 81559));
+    assert_eq!(
+        (entry.id.as_str(), entry.memory_mib),
+        ("H100-SXM5-80GB", 81559),
+        "merged into the entry of that name"
+    );
     assert_rows_match(&entry, DRIVER_TABLES[0].1);
 }
 
@@ -704,4 +915,61 @@ fn on_seven_slice_gpus_the_sums_decide_and_the_search_agrees() {
         counts[i] += 1;
     }
     assert_eq!(checked, 8 * 2 * 5 * 4 * 3 * 2 * 2);
+}
+
+// --- name resolution ------------------------------------------------------------------------------
+
+#[test]
+fn every_name_of_a_gpu_resolves_to_it_however_it_is_spelt() {
+    let catalog = Catalog::builtin();
+    let mut ambiguous = Vec::new();
+    for g in catalog.iter() {
+        let names =
+            std::iter::once(&g.id).chain(&g.aliases).chain(&g.product_labels).chain(std::iter::once(&g.name));
+        for n in names {
+            for spelling in [n.clone(), n.to_ascii_lowercase(), n.replace('-', " "), n.replace(' ', "-")] {
+                match catalog.get(&spelling) {
+                    Some(found) => assert_eq!(found.id, g.id, "`{spelling}`"),
+                    None => ambiguous.push(format!("{} `{spelling}`", g.id)),
+                }
+            }
+        }
+    }
+    assert!(ambiguous.is_empty(), "names that do not resolve: {ambiguous:?}");
+}
+
+#[test]
+fn names_people_type_resolve_or_get_the_right_suggestion() {
+    let catalog = Catalog::builtin();
+    for (typed, id) in [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM5-80GB"),
+        ("NVIDIA-H100-80GB-HBM3", "H100-SXM5-80GB"),
+        ("nvidia h100 80gb hbm3", "H100-SXM5-80GB"),
+        ("h100_sxm5_80gb", "H100-SXM5-80GB"),
+        ("H100-SXM5-80G", "H100-SXM5-80GB"),
+    ] {
+        assert_eq!(catalog.get(typed).map(|g| g.id.as_str()), Some(id), "`{typed}`");
+    }
+    let suggest = |typed: &str| catalog.suggest(typed);
+    assert_eq!(suggest("H100-80G-SXM").first().copied(), Some("H100-SXM5-80GB"));
+    assert!(suggest("H100 SXM").contains(&"H100-SXM5-80GB"), "{:?}", suggest("H100 SXM"));
+    assert!(!suggest("H100 SXM").iter().any(|s| s.starts_with("H200")));
+    let h100 = suggest("H100");
+    assert!(h100.iter().all(|s| s.starts_with("H100")) && !h100.is_empty(), "{h100:?}");
+}
+
+#[test]
+fn catalog_show_suggests_h100_variants_for_h100() {
+    let run = gpuplan().args(["catalog", "show", "H100"]).output().expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("did you mean one of `H100-") && !stderr.contains("A10`"), "{stderr}");
+}
+
+#[test]
+fn catalog_show_prints_provenance() {
+    let run = gpuplan().args(["catalog", "show", "H200"]).output().expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("provenance") && stdout.contains("driver 580.159.04"), "{stdout}");
 }

@@ -28,6 +28,10 @@ fn every_help_text_is_reviewed() {
         &["current"],
         &["current", "import"],
         &["validate-mig-config"],
+        &["latency"],
+        &["measurements"],
+        &["measurements", "import"],
+        &["simulate"],
         &["completions"],
     ];
     for args in commands {

@@ -80,7 +80,13 @@ pub fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
                 rename_by_default: true,
                 fail_requests_greater_than_one: true,
             },
-            output: OutputOptions { cluster_policy_patch: true, helm_values: true, argocd: None, flux: None },
+            output: OutputOptions {
+                cluster_policy_patch: true,
+                helm_values: true,
+                argocd: None,
+                flux: None,
+                namespaces: true,
+            },
         },
         pools,
         models,
@@ -127,6 +133,7 @@ pub fn model(name: &str, image: &str, replicas: u32) -> Model {
         gpu_types: Vec::new(),
         priority: 0,
         llm: false,
+        deployment: Default::default(),
         span: None,
     }
 }

@@ -170,3 +170,24 @@ proptest! {
         let _ = render::human(&sources, &diagnostics.0, false);
     }
 }
+
+#[test]
+fn gpuplans_own_mig_config_passes_the_linter_without_warnings() {
+    for example in ["voice-pipeline", "mixed-fleet", "h200-autoscaled"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let manifest = format!("{}/examples/{example}/gpuplan.yaml", env!("CARGO_MANIFEST_DIR"));
+        let out =
+            gpuplan().args(["compile", &manifest, "--out"]).arg(dir.path()).output().expect("runs gpuplan");
+        assert_eq!(out.status.code(), Some(0), "{example}: {}", String::from_utf8_lossy(&out.stderr));
+        let config = dir.path().join("gpu-operator/mig-parted-config.yaml");
+        let text = std::fs::read_to_string(&config).expect("mig-parted config written");
+        let mut sources = Sources::new();
+        let diagnostics =
+            gpuplan::catalog::migparted::lint(&mut sources, "config", &text, &Catalog::builtin());
+        assert!(
+            diagnostics.is_empty(),
+            "{example}: {:?}",
+            diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()
+        );
+    }
+}

