@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod catalog;
 pub mod cli;
+pub mod day2;
 pub mod diagnostics;
 pub mod emit;
 pub mod manifest;

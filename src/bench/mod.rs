@@ -236,6 +236,7 @@ pub fn spec(name: &str, mut pools: Vec<Pool>, mut models: Vec<Model>) -> Spec {
             memory_headroom: 0.0,
             time_slicing_efficiency: DEFAULT_TIME_SLICING_EFFICIENCY,
         },
+        change_policy: Default::default(),
     }
 }
 

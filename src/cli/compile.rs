@@ -24,10 +24,23 @@ pub struct CompileArgs {
     /// Folder of templates that override the built-in ones, by file name.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
+    #[command(flatten)]
+    pub day2: Day2Args,
+}
+
+/// How `compile`, `check` and `diff` treat the plan committed in the output directory.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Day2Args {
+    /// Plan from scratch, ignoring the plan committed in the output directory (`plan.json`).
+    ///
+    /// By default that plan is today's state: layouts and replicas are kept where the manifest
+    /// allows (see `changePolicy` in docs/manifest.md).
+    #[arg(long)]
+    pub from_scratch: bool,
 }
 
 pub fn run(ctx: &Ctx, args: &CompileArgs) -> anyhow::Result<ExitStatus> {
-    run_mode(ctx, args, Mode::Write)
+    run_mode(ctx, args, Mode::Write, false)
 }
 
 /// Reads the built-in templates, replaced by file name with those in `dir`.
@@ -50,23 +63,34 @@ pub fn load_templates(dir: Option<&Path>) -> anyhow::Result<Templates> {
 }
 
 /// Compiles and then writes (`compile`), compares (`check`) or diffs (`diff`) the output directory.
-pub fn run_mode(ctx: &Ctx, args: &CompileArgs, mode: Mode) -> anyhow::Result<ExitStatus> {
+pub fn run_mode(
+    ctx: &Ctx,
+    args: &CompileArgs,
+    mode: Mode,
+    kubernetes_only: bool,
+) -> anyhow::Result<ExitStatus> {
     let out = args.out.as_path();
     let templates = load_templates(args.templates.as_deref())?;
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };
-    let (plan, bundle) = match crate::render::pipeline::plan_and_render(&spec, &catalog, &templates) {
-        Ok(planned) => planned,
+    let previous = if args.day2.from_scratch { None } else { read_previous(ctx, out)? };
+    let compiled = match crate::day2::compile(&spec, &catalog, &templates, previous.as_ref()) {
+        Ok(c) => c,
         Err(diags) => {
             report(ctx, &sources, &diags)?;
             return Ok(ExitStatus::Problems);
         }
     };
-    verified(&spec, &catalog, &plan)?;
-    let outcome = emit::emit(&bundle, out, mode)?;
-    print_outcome(ctx, out, mode, &outcome)?;
+    verified(&spec, &catalog, &compiled.plan)?;
+    let mut outcome = emit::emit(&compiled.bundle, out, mode)?;
+    if kubernetes_only {
+        outcome.changes.retain(|c| c.path.ends_with(".yaml") || c.path.ends_with(".yml"));
+    }
+    print_summary(ctx, mode, compiled.changes.as_ref())?;
+    print_outcome(ctx, out, mode, &outcome, compiled.changes.as_ref())?;
     if mode == Mode::Write && ctx.format == Format::Human {
+        let plan = &compiled.plan;
         ctx.status(&plan.quality.summary(plan.drains()))?;
     }
     Ok(match mode {
@@ -105,7 +129,63 @@ fn verb(kind: ChangeKind) -> &'static str {
     }
 }
 
-fn print_outcome(ctx: &Ctx, out: &Path, mode: Mode, outcome: &Outcome) -> anyhow::Result<()> {
+/// Reads the committed `plan.json` of the output directory, if there is one. A file that is not
+/// a plan is reported as a warning and the compile plans from scratch.
+fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<crate::day2::PreviousInput>> {
+    let path = out.join(crate::render::paths::PLAN_JSON);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read `{}`", path.display())),
+    };
+    if !meta.is_file() {
+        ctx.status(&format!("warning: `{}` is not a regular file; planning from scratch", path.display()))?;
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read `{}`", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    match crate::day2::PreviousInput::parse(text) {
+        Ok(p) => Ok(Some(p)),
+        Err(why) => {
+            ctx.status(&format!(
+                "warning: `{}` is not a gpuplan plan ({why}); planning from scratch (use `--from-scratch` to say so)",
+                path.display()
+            ))?;
+            Ok(None)
+        }
+    }
+}
+
+/// Day 2: the semantic summary (what is added, changed, moved, drained) before the files.
+fn print_summary(
+    ctx: &Ctx,
+    mode: Mode,
+    changes: Option<&crate::plan::rollout::Changes>,
+) -> anyhow::Result<()> {
+    if ctx.format == Format::Json || mode == Mode::Check {
+        return Ok(());
+    }
+    let Some(ch) = changes else { return Ok(()) };
+    let text = if ch.is_empty() {
+        "Plan changes against the committed plan: none\n".to_owned()
+    } else {
+        format!("Plan changes against the committed plan:\n{}", crate::plan::rollout::summary_lines(ch))
+    };
+    if mode == Mode::Diff {
+        ctx.out(&text)?;
+    } else {
+        ctx.status(&text)?;
+    }
+    Ok(())
+}
+
+fn print_outcome(
+    ctx: &Ctx,
+    out: &Path,
+    mode: Mode,
+    outcome: &Outcome,
+    plan_changes: Option<&crate::plan::rollout::Changes>,
+) -> anyhow::Result<()> {
     if ctx.format == Format::Json {
         let changes: Vec<serde_json::Value> = outcome
             .changes
@@ -118,11 +198,16 @@ fn print_outcome(ctx: &Ctx, out: &Path, mode: Mode, outcome: &Outcome) -> anyhow
                 v
             })
             .collect();
-        return ctx.json(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "directory": out.display().to_string(),
             "clean": outcome.is_clean(),
             "changes": changes,
-        }));
+        });
+        if mode == Mode::Diff {
+            // The semantic diff (null on a first compile): fit for a pull-request comment.
+            doc["summary"] = serde_json::to_value(plan_changes)?;
+        }
+        return ctx.json(&doc);
     }
     match mode {
         Mode::Diff => {

@@ -9,6 +9,7 @@ mod check;
 mod common;
 mod compile;
 mod completions;
+mod current;
 mod diff;
 mod explain;
 mod latency;
@@ -74,15 +75,18 @@ pub enum Command {
     ///
     /// Check: compare the output directory with what `compile` would write. Writes nothing.
     Check(compile::CompileArgs),
-    /// Print a unified diff of what `compile` would change in the output directory.
+    /// Print what `compile` would change: a summary of the plan's changes, then a unified diff.
     ///
-    /// Diff: compare the output directory with what `compile` would write. Writes nothing.
-    Diff(compile::CompileArgs),
+    /// The summary (models added, removed and moved, nodes re-partitioned, GPUs and cost before
+    /// and after) compares with the plan committed in the directory; `--format json` gives it as
+    /// `summary`, fit for a pull-request comment (docs/ci.md). Writes nothing.
+    Diff(diff::DiffArgs),
     Explain(explain::ExplainArgs),
     Validate(validate::ValidateArgs),
     Schema(schema::SchemaArgs),
     Simulate(simulate::SimulateArgs),
     Catalog(catalog::CatalogArgs),
+    Current(current::CurrentArgs),
     #[command(name = "validate-mig-config")]
     ValidateMigConfig(lint::LintArgs),
     Latency(latency::LatencyArgs),
@@ -171,6 +175,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitStatus> {
         Command::Schema(args) => schema::run(&ctx, &args),
         Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Catalog(args) => catalog::run(&ctx, &args),
+        Command::Current(args) => current::run(&ctx, &args),
         Command::ValidateMigConfig(args) => lint::run(&ctx, &args),
         Command::Latency(args) => latency::run(&ctx, &args),
         Command::Measurements(args) => measurements::run(&ctx, &args),

@@ -84,6 +84,8 @@ pub struct Manifest {
     pub defaults: Option<ModelDefaults>,
     /// Planning policies.
     pub policy: Option<Policy>,
+    /// Day 2: how a re-plan treats the plan committed in the output directory.
+    pub change_policy: Option<ChangePolicy>,
     /// The models to serve. Each becomes one Kubernetes Deployment.
     pub models: Vec<Model>,
     /// The file the manifest was read from.
@@ -333,6 +335,26 @@ pub struct Policy {
     /// GPU with time-slicing against 1.00 with MIG).
     #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0.0))]
     pub time_slicing_efficiency: Option<Sp<f64>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// How a re-plan treats the plan already committed in the output directory (`plan.json`).
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangePolicy {
+    /// `minimal` (default): keep every node's MIG layout and device-plugin config and every
+    /// replica where it runs unless the new demand cannot be met otherwise, re-partitioning the
+    /// fewest nodes; `full`: plan from scratch at every compile.
+    pub mode: Option<Sp<crate::manifest::words::ChangeMode>>,
+    /// Re-plan from scratch (re-partitioning what that takes) when it uses at least this many
+    /// GPUs fewer than keeping today's layouts. Default: never re-partition only to save.
+    #[schemars(range(min = 1))]
+    pub reoptimize_when_saving_gpus: Option<Sp<i128>>,
+    /// Re-plan from scratch when it costs at least this much less per hour than keeping
+    /// today's layouts (pools with `costPerGpuHour`). Default: never.
+    #[schemars(extend("exclusiveMinimum" = 0.0))]
+    pub reoptimize_when_saving_cost_per_hour: Option<Sp<f64>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }

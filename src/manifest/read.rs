@@ -35,6 +35,12 @@ impl Keyword for Spread {
         &[("none", Spread::None), ("gpu", Spread::Gpu), ("node", Spread::Node)];
 }
 
+impl Keyword for crate::manifest::words::ChangeMode {
+    const WHAT: &'static str = "change mode";
+    const ALL: &'static [(&'static str, Self)] =
+        &[("minimal", crate::manifest::words::ChangeMode::Minimal), ("full", crate::manifest::words::ChangeMode::Full)];
+}
+
 impl Keyword for MigStrategy {
     const WHAT: &'static str = "MIG strategy";
     const ALL: &'static [(&'static str, Self)] =
@@ -50,8 +56,17 @@ const MEMORY_UNITS: &str = "`GiB`, `MiB`, `GB` or `MB`";
 const DURATION_UNITS: &str = "`ms`, `s` or `us`";
 const RATE_UNITS: &str = "`rps` or `rpm`";
 
-pub const MANIFEST_FIELDS: &[&str] =
-    &["apiVersion", "kind", "metadata", "cluster", "inventory", "defaults", "policy", "models"];
+pub const MANIFEST_FIELDS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "metadata",
+    "cluster",
+    "inventory",
+    "defaults",
+    "policy",
+    "changePolicy",
+    "models",
+];
 pub const METADATA_FIELDS: &[&str] = &["name"];
 pub const CLUSTER_FIELDS: &[&str] =
     &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
@@ -94,6 +109,8 @@ pub const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
 pub const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
 pub const POLICY_FIELDS: &[&str] =
     &["llmNeverTimeSliced", "maxTimeSlicingReplicas", "memoryHeadroom", "timeSlicingEfficiency"];
+pub const CHANGE_POLICY_FIELDS: &[&str] =
+    &["mode", "reoptimizeWhenSavingGpus", "reoptimizeWhenSavingCostPerHour"];
 pub const MODEL_FIELDS: &[&str] = &[
     "name",
     "image",
@@ -130,6 +147,7 @@ const FIELD_HOMES: &[(&str, &[&str])] = &[
     ("a model", MODEL_FIELDS),
     ("`demand`", DEMAND_FIELDS),
     ("`policy`", POLICY_FIELDS),
+    ("`changePolicy`", CHANGE_POLICY_FIELDS),
     ("`deployment`", DEPLOYMENT_FIELDS),
 ];
 
@@ -453,6 +471,7 @@ impl Reader {
         let inventory = self.req(&o, "inventory", |r, n| r.inventory(n));
         let defaults = self.opt(&o, "defaults", |r, n| r.defaults(n));
         let policy = self.opt(&o, "policy", |r, n| r.policy(n));
+        let change_policy = self.opt(&o, "changePolicy", |r, n| r.change_policy(n));
         let models = self.req(&o, "models", |r, n| r.list(n, "models", |r, n| r.model(n)));
         Some(Manifest {
             api_version: api_version?,
@@ -462,6 +481,7 @@ impl Reader {
             inventory: inventory?,
             defaults,
             policy,
+            change_policy,
             models: models?,
             file: Some(self.file),
             span: self.doc_span(root),
@@ -610,6 +630,17 @@ impl Reader {
             max_time_slicing_replicas: self.opt(&o, "maxTimeSlicingReplicas", |r, n| r.int(n)),
             memory_headroom: self.opt(&o, "memoryHeadroom", |r, n| r.number(n)),
             time_slicing_efficiency: self.opt(&o, "timeSlicingEfficiency", |r, n| r.number(n)),
+            span: self.doc_span(node),
+        })
+    }
+
+    fn change_policy(&mut self, node: &Node) -> Option<ChangePolicy> {
+        let o = self.object(node, "`changePolicy`", CHANGE_POLICY_FIELDS)?;
+        Some(ChangePolicy {
+            mode: self.opt(&o, "mode", |r, n| r.keyword(n)),
+            reoptimize_when_saving_gpus: self.opt(&o, "reoptimizeWhenSavingGpus", |r, n| r.int(n)),
+            reoptimize_when_saving_cost_per_hour: self
+                .opt(&o, "reoptimizeWhenSavingCostPerHour", |r, n| r.number(n)),
             span: self.doc_span(node),
         })
     }
@@ -889,6 +920,7 @@ mod tests {
             ("CurrentNode", CURRENT_FIELDS),
             ("ModelDefaults", DEFAULTS_FIELDS),
             ("Policy", POLICY_FIELDS),
+            ("ChangePolicy", CHANGE_POLICY_FIELDS),
             ("Model", MODEL_FIELDS),
             ("Port", PORT_FIELDS),
             ("Demand", DEMAND_FIELDS),

@@ -57,3 +57,15 @@ pub enum Spread {
     /// Every replica on a different node.
     Node,
 }
+
+/// How much a re-plan may change what runs today.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeMode {
+    /// Keep every node's MIG layout and device-plugin config and every replica where it runs,
+    /// unless the new demand cannot be met otherwise; then re-partition the fewest nodes.
+    #[default]
+    Minimal,
+    /// Plan from scratch at every compile (the previous plan is only compared with).
+    Full,
+}

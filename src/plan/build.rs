@@ -335,6 +335,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
         mig_configs,
         device_plugin_configs: plugin_configs,
         quality,
+        changes: None,
     })
 }
 

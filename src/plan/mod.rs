@@ -16,7 +16,10 @@ mod infeasible;
 pub mod latency;
 mod layouts;
 mod milp;
+pub mod previous;
 mod problem;
+pub mod replan;
+pub mod rollout;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -46,6 +49,9 @@ pub struct Plan {
     /// Named device-plugin configs, by config (ConfigMap key) name.
     pub device_plugin_configs: BTreeMap<String, DevicePluginConfig>,
     pub quality: Quality,
+    /// Day 2: what changed against the previous plan and the rollout order (absent on a first plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<rollout::Changes>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -114,6 +114,10 @@ pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>
             let _ = writeln!(md, "- `{}` → mig config `{}`", md_code(&node.name), md_code(&node.mig_config));
         }
     }
+    if let Some(changes) = &plan.changes {
+        md.push_str("\n## Changes against the previous plan\n\n");
+        md.push_str(&crate::plan::rollout::markdown(changes));
+    }
     files.insert(super::paths::PLAN_MD.to_owned(), md);
     Ok(files)
 }

@@ -5,6 +5,7 @@
 //! milliseconds), defaults applied, and every cross-reference checked — or all the problems found,
 //! as diagnostics. Only [`validate`] builds a `Spec`.
 
+pub mod change_policy;
 pub mod deployment;
 mod headroom;
 pub mod names;
@@ -21,6 +22,8 @@ pub use validate::{
     DEFAULT_OPERATOR_NAMESPACE, DEFAULT_TIME_SLICING_EFFICIENCY, validate,
 };
 
+pub use change_policy::{ChangeMode, ChangePolicy};
+
 use crate::diagnostics::Span;
 pub use crate::manifest::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
 
@@ -35,6 +38,8 @@ pub struct Spec {
     /// Models sorted by name.
     pub models: Vec<Model>,
     pub policy: Policy,
+    /// Day 2: how a re-plan treats the previous plan (`changePolicy`).
+    pub change_policy: ChangePolicy,
 }
 
 /// Cluster-wide settings.

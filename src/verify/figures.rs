@@ -323,6 +323,7 @@ mod tests {
                 first_fit_decreasing_cost_per_hour: None,
                 proof: crate::plan::Proof::Unproven,
             },
+            changes: None,
         }
     }
 

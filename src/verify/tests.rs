@@ -91,6 +91,7 @@ fn plan_with(
             first_fit_decreasing_cost_per_hour: None,
             proof: crate::plan::Proof::Optimal,
         },
+        changes: None,
     }
 }
 

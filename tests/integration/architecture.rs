@@ -60,6 +60,7 @@ const STAGES: &[&[&str]] = &[
     &["plan"],
     &["verify"],
     &["render"],
+    &["day2"],
     &["simulate"],
     &["emit"],
     &["cli"],

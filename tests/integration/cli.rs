@@ -25,6 +25,8 @@ fn every_help_text_is_reviewed() {
         &["catalog"],
         &["catalog", "list"],
         &["catalog", "show"],
+        &["current"],
+        &["current", "import"],
         &["validate-mig-config"],
         &["latency"],
         &["measurements"],

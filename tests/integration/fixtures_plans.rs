@@ -103,6 +103,7 @@ pub fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
             memory_headroom: 0.05,
             time_slicing_efficiency: 0.9,
         },
+        change_policy: Default::default(),
     }
 }
 
@@ -289,6 +290,7 @@ pub fn voice_pipeline() -> Fixture {
         ]),
         device_plugin_configs: BTreeMap::from([("voice-prod-exclusive".to_owned(), exclusive())]),
         quality: quality(2, 2, 4, Some(4.8)),
+        changes: None,
     };
     Fixture { name: "voice-pipeline".to_owned(), spec, plan }
 }
@@ -350,6 +352,7 @@ pub fn time_sliced() -> Fixture {
             DevicePluginConfig { time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 4)]) },
         )]),
         quality: quality(1, 1, 4, None),
+        changes: None,
     };
     Fixture { name: "time-sliced".to_owned(), spec, plan }
 }
@@ -393,6 +396,7 @@ pub fn autoscaled() -> Fixture {
         ]),
         device_plugin_configs: BTreeMap::from([("burst-exclusive".to_owned(), exclusive())]),
         quality: quality(2, 2, 10, Some(4.8)),
+        changes: None,
     };
     Fixture { name: "autoscaled".to_owned(), spec, plan }
 }
@@ -472,6 +476,7 @@ pub fn multi_gpu() -> Fixture {
         ]),
         device_plugin_configs: BTreeMap::from([("big-models-exclusive".to_owned(), exclusive())]),
         quality: quality(6, 6, 7, Some(14.4)),
+        changes: None,
     };
     Fixture { name: "multi-gpu".to_owned(), spec, plan }
 }

@@ -4,6 +4,7 @@ mod architecture;
 mod bundle;
 mod catalog;
 mod cli;
+mod day2;
 mod docs;
 mod emit;
 mod examples;

@@ -63,6 +63,7 @@ fn spec(pools: Vec<Pool>, models: Vec<Model>) -> Spec {
             memory_headroom: 0.0,
             time_slicing_efficiency: 0.9,
         },
+        change_policy: Default::default(),
     }
 }
 

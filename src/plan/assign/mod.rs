@@ -176,7 +176,7 @@ impl Assignment {
 
 /// How freely [`place`] may change devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     /// Only use devices already configured (decomposition).
     Fixed,
     /// Configure unused GPUs and extend MIG layouts (first-fit).
@@ -184,7 +184,7 @@ enum Mode {
 }
 
 /// Places one replica of model `m` with `kind` in pool `pi`. Returns whether it found room.
-fn place(
+pub(crate) fn place(
     problem: &Problem<'_>,
     a: &mut Assignment,
     m: usize,

@@ -217,7 +217,15 @@ impl<'c> Validator<'c> {
         let mut models = models?;
         pools.sort_by(|a, b| a.name.cmp(&b.name));
         models.sort_by(|a, b| a.name.cmp(&b.name));
-        Some(Spec { name: m.metadata.name.value.clone(), cluster: cluster?, pools, models, policy })
+        let change_policy = super::change_policy::validate(m.change_policy.as_ref(), &mut self.diags);
+        Some(Spec {
+            name: m.metadata.name.value.clone(),
+            cluster: cluster?,
+            pools,
+            models,
+            policy,
+            change_policy,
+        })
     }
 
     fn policy(&mut self, p: Option<&raw::Policy>) -> Policy {

@@ -1,0 +1,213 @@
+//! The day-2 benchmark: on generated fleets (`gpuplan::bench::fleet`), a sequence of random
+//! edits (replicas up and down, models added and removed, a node added and removed, a model's
+//! memory changed), each re-planned from the previous plan and planned from scratch. Prints a
+//! markdown table: per edit, nodes re-partitioned and replicas moved (median, max), GPUs and
+//! $/h above the from-scratch plan of the same spec, and re-plan time against from-scratch time.
+//!
+//! Run: `cargo bench --bench replan` (add `--features highs` for the production solver;
+//! optionally `-- <scenario>` to filter). Edits that make the spec infeasible are undone and
+//! counted. The re-plan time includes the from-scratch solve the re-planner runs to report the
+//! price of stability (docs/planner.md, "Day 2").
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gpuplan::bench::fleet;
+use gpuplan::plan::{self, previous, replan, rollout};
+use gpuplan::spec::{Demand, Nodes, Spec};
+
+struct Case {
+    name: &'static str,
+    gpus: u32,
+    models: u32,
+    priced: bool,
+    edits: usize,
+}
+
+const CASES: &[Case] = &[
+    Case { name: "fleet-100", gpus: 100, models: 20, priced: false, edits: 24 },
+    Case { name: "fleet-100-priced", gpus: 100, models: 20, priced: true, edits: 24 },
+    Case { name: "fleet-200-priced", gpus: 200, models: 40, priced: true, edits: 24 },
+];
+
+/// SplitMix64: deterministic edits.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Applies one random edit; returns its description.
+fn edit(spec: &mut Spec, rng: &mut Rng, step: usize) -> String {
+    let kind = rng.below(7);
+    let mi = rng.below(spec.models.len());
+    match kind {
+        0 | 1 => {
+            let m = &mut spec.models[mi];
+            if let Demand::Replicas(n) = &mut m.demand {
+                if kind == 0 || *n <= 1 {
+                    *n += 1;
+                    return format!("{}: replicas +1", m.name);
+                }
+                *n -= 1;
+                return format!("{}: replicas -1", m.name);
+            }
+            format!("{}: rate model, unchanged", m.name)
+        }
+        2 => {
+            let mut m = spec.models[mi].clone();
+            m.name = format!("added-{step:02}");
+            spec.models.push(m);
+            spec.models.sort_by(|a, b| a.name.cmp(&b.name));
+            format!("model added-{step:02} added (like {})", spec.models[mi].name)
+        }
+        3 if spec.models.len() > 2 => {
+            let m = spec.models.remove(mi);
+            format!("{}: removed", m.name)
+        }
+        4 => {
+            let pi = rng.below(spec.pools.len());
+            let p = &mut spec.pools[pi];
+            if let Nodes::Named(names) = &mut p.nodes {
+                names.push(format!("{}-new-{step:02}", p.name));
+            }
+            format!("pool {}: node added", p.name)
+        }
+        5 => {
+            let pi = rng.below(spec.pools.len());
+            let p = &mut spec.pools[pi];
+            if let Nodes::Named(names) = &mut p.nodes
+                && names.len() > 1
+            {
+                let n = names.remove(rng.below(names.len()));
+                return format!("pool {}: node {n} removed", p.name);
+            }
+            format!("pool {}: unchanged", p.name)
+        }
+        _ => {
+            let m = &mut spec.models[mi];
+            let up = rng.below(2) == 0;
+            m.memory_mib = if up { m.memory_mib * 5 / 4 } else { m.memory_mib * 4 / 5 };
+            format!("{}: memory {}", m.name, if up { "×1.25" } else { "×0.8" })
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NAN, f64::max)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        let _ =
+            writeln!(std::io::stdout(), "replan benchmark: built; run it with `cargo bench --bench replan`");
+        return ExitCode::SUCCESS;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let verbose = std::env::var_os("GPUPLAN_TRACE").is_some();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "| scenario | edits (infeasible, undone) | nodes re-partitioned per edit (median / max) | replicas moved (median / max) | GPUs above from-scratch (median / max) | $/h above from-scratch (median / max) | re-plan ÷ from-scratch time (median / max) | from-scratch (median) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for case in
+        CASES.iter().filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
+    {
+        let (mut spec, catalog) = fleet(case.gpus, case.models, 0x6461_7932, case.priced);
+        let Ok(first) = plan::plan(&spec, &catalog) else {
+            let _ = writeln!(out, "| {} | first plan failed | | | | | | |", case.name);
+            continue;
+        };
+        let mut prev_text = serde_json::to_string(&first).unwrap_or_default();
+        let mut rng = Rng(0x5eed ^ u64::from(case.gpus));
+        let (mut nodes, mut moved, mut gpus, mut cost, mut ratio, mut scratch_t) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut undone = 0;
+        let mut done = 0;
+        let mut step = 0;
+        while done < case.edits && step < case.edits * 3 {
+            step += 1;
+            let before = spec.clone();
+            let what = edit(&mut spec, &mut rng, step);
+            let t = Instant::now();
+            let scratch = plan::plan(&spec, &catalog);
+            let t_scratch = t.elapsed();
+            let Ok(scratch) = scratch else {
+                spec = before;
+                undone += 1;
+                continue;
+            };
+            let Ok(prev) = previous::parse(&prev_text) else { break };
+            let t = Instant::now();
+            let r = replan::replan(&spec, &catalog, &prev);
+            let t_replan = t.elapsed();
+            let Ok(r) = r else {
+                spec = before;
+                undone += 1;
+                continue;
+            };
+            let facts = rollout::Facts::default();
+            let ch = rollout::changes(&prev, &r.plan, &Default::default(), &facts);
+            let drained = r.plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).count();
+            nodes.push(drained as f64);
+            moved.push(f64::from(ch.replicas_moved));
+            gpus.push(f64::from(r.plan.quality.gpus_used) - f64::from(scratch.quality.gpus_used));
+            if let (Some(a), Some(b)) = (r.plan.quality.cost_per_hour, scratch.quality.cost_per_hour) {
+                cost.push(a - b);
+            }
+            ratio.push(t_replan.as_secs_f64() / t_scratch.as_secs_f64().max(1e-6));
+            scratch_t.push(t_scratch.as_secs_f64());
+            if verbose {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "{} #{done}: {what}: {drained} node(s) re-partitioned, {} moved, {} vs {} GPUs, {:?} vs {:?}",
+                    case.name,
+                    ch.replicas_moved,
+                    r.plan.quality.gpus_used,
+                    scratch.quality.gpus_used,
+                    t_replan,
+                    t_scratch
+                );
+            }
+            prev_text = serde_json::to_string(&r.plan).unwrap_or_default();
+            done += 1;
+        }
+        let pair = |v: &mut Vec<f64>, digits: usize| {
+            let mx = max(v);
+            format!("{:.d$} / {:.d$}", median(v), mx, d = digits)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {done} ({undone}) | {} | {} | {} | {} | {} | {:?} |",
+            case.name,
+            pair(&mut nodes, 0),
+            pair(&mut moved, 0),
+            pair(&mut gpus, 0),
+            if cost.is_empty() { "–".to_owned() } else { pair(&mut cost, 2) },
+            pair(&mut ratio, 2),
+            Duration::from_secs_f64(median(&mut scratch_t)),
+        );
+        let _ = out.flush();
+    }
+    ExitCode::SUCCESS
+}

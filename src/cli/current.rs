@@ -1,0 +1,70 @@
+//! `gpuplan current import`: the manifest's `current` layouts from a running cluster.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::common::{load_catalog_checked, read_text};
+use super::{Ctx, ExitStatus, Format};
+
+/// Today's layouts of a cluster gpuplan did not plan, for the manifest's `current`.
+#[derive(Debug, Args)]
+pub struct CurrentArgs {
+    #[command(subcommand)]
+    pub command: CurrentCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CurrentCommand {
+    Import(ImportArgs),
+}
+
+/// Print `current` entries per node from `kubectl get nodes -o json` and the mig-parted ConfigMap.
+///
+/// Reads the NVIDIA labels (`nvidia.com/gpu.product`, `nvidia.com/gpu.count`,
+/// `nvidia.com/mig.config`, `nvidia.com/mig.config.state`, `nvidia.com/device-plugin.config`)
+/// and resolves each node's `nvidia.com/mig.config` in the mig-parted config. Writes YAML to
+/// paste under each pool's `current:` (or JSON with `--format json`).
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Output of `kubectl get nodes -o json`.
+    #[arg(long, value_name = "FILE")]
+    pub nodes: PathBuf,
+    /// The mig-parted config: `kubectl get configmap NAME -n gpu-operator -o yaml`, or its `config.yaml`.
+    #[arg(long, value_name = "FILE")]
+    pub mig_config: Option<PathBuf>,
+    /// Extra catalog folder with GPU entries (YAML).
+    #[arg(long, value_name = "DIR")]
+    pub catalog: Vec<PathBuf>,
+}
+
+pub fn run(ctx: &Ctx, args: &CurrentArgs) -> anyhow::Result<ExitStatus> {
+    let CurrentCommand::Import(args) = &args.command;
+    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
+        return Ok(ExitStatus::Problems);
+    };
+    let nodes = read_text(&args.nodes)?;
+    let mig = args.mig_config.as_deref().map(read_text).transpose()?;
+    match crate::day2::import_current(&nodes, mig.as_deref(), &catalog) {
+        Ok(imported) => {
+            if ctx.format == Format::Json {
+                let v: Vec<serde_json::Value> = imported
+                    .iter()
+                    .map(|n| {
+                        serde_json::json!({"node": n.node, "gpu": n.gpu, "gpus": n.gpus,
+                            "devicePluginConfig": n.device_plugin_config, "notes": n.notes})
+                    })
+                    .collect();
+                ctx.json(&v)?;
+            } else {
+                ctx.out(&crate::day2::current_yaml(&imported))?;
+            }
+            // Notes (an unknown product, a pending MIG state) are comments in the output.
+            Ok(ExitStatus::Success)
+        }
+        Err(e) => {
+            ctx.err(&format!("error: {e}"))?;
+            Ok(ExitStatus::Problems)
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Day 2 as one library call: re-plan from the committed plan, render, and attach the changes.
+//!
+//! In: a checked spec, the catalog, the templates and, when the output directory holds one, the
+//! previous `plan.json` ([`PreviousInput`]). Out: the plan, its bundle and the changes against
+//! the previous plan ([`crate::plan::rollout::Changes`]) — the rollout waves are computed from
+//! the PodDisruptionBudgets of the rendered bundle, so the bundle is rendered twice when the
+//! changes section is new. No IO: the command layer reads `plan.json` and hands its text here.
+//!
+//! Stability rule: when the new plan equals the previous one in everything but its changes
+//! section, the previous changes section is kept, so that recompiling an unchanged manifest over
+//! its own output writes the same bytes.
+
+use crate::catalog::Catalog;
+use crate::diagnostics::Diagnostics;
+use crate::plan::previous::{self, Previous};
+use crate::plan::rollout::{self, Changes, Facts};
+use crate::plan::{Plan, replan};
+use crate::render::{Bundle, Templates};
+use crate::spec::Spec;
+
+/// A previous `plan.json`: parsed, and as a JSON value for the stability rule.
+#[derive(Clone, Debug)]
+pub struct PreviousInput {
+    pub plan: Previous,
+    value: serde_json::Value,
+}
+
+impl PreviousInput {
+    /// Parses the text of a `plan.json`; the reason when it is not a plan.
+    pub fn parse(text: String) -> Result<Self, String> {
+        let plan = previous::parse(&text)?;
+        let value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        Ok(Self { plan, value })
+    }
+}
+
+/// A day-2 compile.
+#[derive(Clone, Debug)]
+pub struct Day2Compiled {
+    pub plan: Plan,
+    pub bundle: Bundle,
+    /// The changes against the previous plan (`None` without one).
+    pub changes: Option<Changes>,
+}
+
+/// Plans (from `previous` when given), renders, and attaches the changes section.
+pub fn compile(
+    spec: &Spec,
+    catalog: &Catalog,
+    templates: &Templates,
+    previous: Option<&PreviousInput>,
+) -> Result<Day2Compiled, Diagnostics> {
+    let Some(prev) = previous else {
+        let plan = crate::plan::plan(spec, catalog)?;
+        let bundle = crate::render::render(spec, catalog, &plan, templates)?;
+        return Ok(Day2Compiled { plan, bundle, changes: None });
+    };
+    let r = replan::replan(spec, catalog, &prev.plan)?;
+    let mut plan = r.plan;
+    let bundle = crate::render::render(spec, catalog, &plan, templates)?;
+    let facts = Facts {
+        notes: r.notes,
+        repartition_lower_bound: r.repartition_lower_bound,
+        from_scratch_gpus: r.from_scratch_gpus,
+        from_scratch_cost_per_hour: r.from_scratch_cost_per_hour,
+    };
+    let fresh = rollout::changes(&prev.plan, &plan, &rollout::budgets(&bundle.files), &facts);
+    let strip = |mut v: serde_json::Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("changes");
+        }
+        v
+    };
+    let unchanged = serde_json::to_value(&plan).ok().map(strip) == Some(strip(prev.value.clone()));
+    plan.changes = if unchanged {
+        prev.plan.changes.clone()
+    } else if fresh.is_empty() {
+        None
+    } else {
+        Some(fresh.clone())
+    };
+    let bundle =
+        if plan.changes.is_some() { crate::render::render(spec, catalog, &plan, templates)? } else { bundle };
+    Ok(Day2Compiled { plan, bundle, changes: Some(fresh) })
+}
+
+/// One node's layout today, imported from a live cluster's exported state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedNode {
+    pub node: String,
+    /// Catalog id of the node's GPU, when its `nvidia.com/gpu.product` label is known.
+    pub gpu: Option<String>,
+    /// MIG profile names per GPU (empty = MIG disabled), sorted.
+    pub gpus: Vec<Vec<String>>,
+    /// The node's `nvidia.com/device-plugin.config` label, if any.
+    pub device_plugin_config: Option<String>,
+    /// What could not be read, one sentence each.
+    pub notes: Vec<String>,
+}
+
+/// Builds the manifest's `current` layouts from `kubectl get nodes -o json` (a `NodeList` or one
+/// `Node`) and the mig-parted config (the ConfigMap as YAML, or its `config.yaml` alone), from the
+/// NVIDIA labels: `nvidia.com/gpu.product` (the GPU, `-MIG-…` and `-SHARED` suffixes removed),
+/// `nvidia.com/gpu.count`, `nvidia.com/mig.config` (a key of the mig-parted config) and
+/// `nvidia.com/mig.config.state`. Nodes without `nvidia.com/gpu.product` are skipped.
+pub fn import_current(
+    nodes_json: &str,
+    mig_config: Option<&str>,
+    catalog: &Catalog,
+) -> Result<Vec<ImportedNode>, String> {
+    use crate::catalog::migparted::{Devices, MigPartedConfig};
+    let doc: serde_json::Value = serde_json::from_str(nodes_json).map_err(|e| format!("not JSON: {e}"))?;
+    let items: Vec<&serde_json::Value> = match doc.get("items").and_then(|i| i.as_array()) {
+        Some(items) => items.iter().collect(),
+        None if doc.get("kind").and_then(|k| k.as_str()) == Some("Node") => vec![&doc],
+        None => return Err("expected `kubectl get nodes -o json` output (a NodeList or a Node)".to_owned()),
+    };
+    let parted = match mig_config {
+        None => None,
+        Some(text) => {
+            // A ConfigMap carries the config under `data`, usually as `config.yaml`.
+            let inner = serde_saphyr::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|v| {
+                    let data = v.get("data")?.as_object()?;
+                    data.get("config.yaml").or_else(|| data.values().next())?.as_str().map(str::to_owned)
+                })
+                .unwrap_or_else(|| text.to_owned());
+            Some(MigPartedConfig::parse(&inner).map_err(|e| format!("the mig-parted config: {e}"))?)
+        }
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let name = item.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_owned();
+        let label = |k: &str| {
+            item.get("metadata")
+                .and_then(|m| m.get("labels"))
+                .and_then(|l| l.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        let Some(product) = label("nvidia.com/gpu.product") else { continue };
+        let mut notes = Vec::new();
+        let base = product.split("-MIG-").next().unwrap_or(&product).trim_end_matches("-SHARED").to_owned();
+        let gpu = catalog.get(&base);
+        if gpu.is_none() {
+            notes.push(format!("GPU product `{product}` is not in the catalog"));
+        }
+        let count: u32 = label("nvidia.com/gpu.count").and_then(|c| c.parse().ok()).unwrap_or(0);
+        if count == 0 {
+            notes.push("no `nvidia.com/gpu.count` label".to_owned());
+        }
+        if let Some(state) = label("nvidia.com/mig.config.state")
+            && state != "success"
+        {
+            notes.push(format!(
+                "`nvidia.com/mig.config.state` is `{state}`: the layout may not be applied yet"
+            ));
+        }
+        let config = label("nvidia.com/mig.config");
+        let mut gpus = vec![Vec::new(); count as usize];
+        match (config.as_deref(), &parted) {
+            (None | Some("all-disabled"), _) => {}
+            (Some(c), None) => {
+                notes.push(format!("`nvidia.com/mig.config` is `{c}`, but no mig-parted config was given"))
+            }
+            (Some(c), Some(p)) => match p.mig_configs.get(c) {
+                None => notes.push(format!("mig-parted config `{c}` is not in the given ConfigMap")),
+                Some(entries) => {
+                    for (i, slot) in gpus.iter_mut().enumerate() {
+                        let matches = entries.iter().find(|e| {
+                            let dev = match &e.devices {
+                                Devices::All => true,
+                                Devices::Indices(ix) => ix.contains(&(i as u32)),
+                            };
+                            let filter = e.device_filter.as_ref().is_none_or(|f| {
+                                gpu.is_none_or(|g| {
+                                    f.ids()
+                                        .iter()
+                                        .any(|id| g.pci_ids.iter().any(|p| p.eq_ignore_ascii_case(id)))
+                                })
+                            });
+                            dev && filter
+                        });
+                        if let Some(e) = matches.filter(|e| e.mig_enabled) {
+                            for (profile, n) in e.mig_devices.iter().flatten() {
+                                slot.extend(std::iter::repeat_n(profile.clone(), *n as usize));
+                            }
+                            slot.sort();
+                        }
+                    }
+                }
+            },
+        }
+        out.push(ImportedNode {
+            node: name,
+            gpu: gpu.map(|g| g.id.clone()),
+            gpus,
+            device_plugin_config: label("nvidia.com/device-plugin.config"),
+            notes,
+        });
+    }
+    out.sort_by(|a, b| (&a.gpu, &a.node).cmp(&(&b.gpu, &b.node)));
+    Ok(out)
+}
+
+/// The imported layouts as YAML to paste under each pool's `current:`, grouped by GPU.
+pub fn current_yaml(nodes: &[ImportedNode]) -> String {
+    let mut s = String::from(
+        "# gpuplan current import: paste each node under `current:` of the pool that holds it.\n",
+    );
+    let mut last: Option<&Option<String>> = None;
+    for n in nodes {
+        if last != Some(&n.gpu) {
+            s.push_str(&format!("# GPU {}\n", n.gpu.as_deref().unwrap_or("unknown")));
+            last = Some(&n.gpu);
+        }
+        for note in &n.notes {
+            s.push_str(&format!("# {}: {note}\n", n.node));
+        }
+        if let Some(dp) = &n.device_plugin_config {
+            s.push_str(&format!("# {}: nvidia.com/device-plugin.config={dp}\n", n.node));
+        }
+        s.push_str(&format!("- node: {}\n  gpus:\n", serde_json::Value::String(n.node.clone())));
+        for g in &n.gpus {
+            let list: Vec<String> =
+                g.iter().map(|p| serde_json::Value::String(p.clone()).to_string()).collect();
+            s.push_str(&format!("    - [{}]\n", list.join(", ")));
+        }
+    }
+    s
+}

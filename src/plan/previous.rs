@@ -1,0 +1,211 @@
+//! The previous plan: the `plan.json` committed in the output directory, read as today's state.
+//!
+//! In: the text of a `plan.json` written by this or another gpuplan version. Out: a [`Previous`]
+//! with, per node, each GPU's mode (MIG instances, time-slicing, whole) and tenants, the node's
+//! configs, and the changes section it carried — or a one-line reason why the text is not a
+//! plan. Unknown fields are ignored and missing ones take defaults, so that a plan written by an
+//! older or newer gpuplan still reads; what no longer matches the manifest is judged by
+//! [`super::replan`], which turns it into notes, never into a failure.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{DevicePluginConfig, MigConfig, MigConfigEntry};
+
+/// A previous plan, as far as re-planning needs it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Previous {
+    pub name: String,
+    pub pools: Vec<PrevPool>,
+    pub models: Vec<PrevModel>,
+    pub mig_configs: BTreeMap<String, PrevMigConfig>,
+    pub device_plugin_configs: BTreeMap<String, PrevPluginConfig>,
+    pub quality: PrevQuality,
+    /// The rollout that led to this plan (carried over while the plan does not change).
+    pub changes: Option<super::rollout::Changes>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevPool {
+    pub name: String,
+    pub gpu: String,
+    pub autoscaled: bool,
+    pub nodes: Vec<PrevNode>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevNode {
+    pub name: String,
+    pub mig_config: String,
+    pub device_plugin_config: String,
+    pub gpus: Vec<PrevGpu>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevGpu {
+    pub index: u32,
+    pub mode: PrevMode,
+    pub tenants: Vec<PrevTenant>,
+}
+
+/// A GPU's mode; an unknown mode reads as `unknown` (the node is then planned afresh).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "mode")]
+pub enum PrevMode {
+    #[default]
+    Unused,
+    Whole,
+    TimeSliced {
+        #[serde(default)]
+        replicas: u32,
+    },
+    Mig {
+        #[serde(default)]
+        instances: Vec<PrevInstance>,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevInstance {
+    pub profile: String,
+    pub start: u8,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevTenant {
+    pub model: String,
+    pub instance_start: Option<u8>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevModel {
+    pub name: String,
+    pub groups: Vec<PrevGroup>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevGroup {
+    pub resource: String,
+    pub per_replica: u32,
+    pub replicas: u32,
+    pub pool: String,
+    pub nodes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevMigConfig {
+    pub entries: Vec<PrevMigEntry>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevMigEntry {
+    pub devices: Option<Vec<u32>>,
+    pub device_filter: Vec<String>,
+    pub mig_enabled: bool,
+    pub mig_devices: BTreeMap<String, u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevPluginConfig {
+    pub time_slicing: BTreeMap<String, u32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PrevQuality {
+    pub gpus_used: u32,
+    pub cost_per_hour: Option<f64>,
+}
+
+impl PrevMigConfig {
+    pub fn same_as(&self, c: &MigConfig) -> bool {
+        self.entries.len() == c.entries.len()
+            && self.entries.iter().zip(&c.entries).all(|(a, b)| a.same_as(b))
+    }
+}
+
+impl PrevMigEntry {
+    fn same_as(&self, b: &MigConfigEntry) -> bool {
+        self.devices == b.devices
+            && self.device_filter == b.device_filter
+            && self.mig_enabled == b.mig_enabled
+            && self.mig_devices == b.mig_devices
+    }
+}
+
+impl PrevPluginConfig {
+    pub fn same_as(&self, c: &DevicePluginConfig) -> bool {
+        self.time_slicing == c.time_slicing
+    }
+}
+
+impl Previous {
+    /// Every node of the previous plan with its pool, by node name.
+    pub fn nodes(&self) -> BTreeMap<&str, (&PrevPool, &PrevNode)> {
+        self.pools.iter().flat_map(|p| p.nodes.iter().map(move |n| (n.name.as_str(), (p, n)))).collect()
+    }
+
+    /// Replicas per (model, node) in the previous plan (a multi-GPU replica counts once per GPU;
+    /// callers divide by the model's GPUs per replica).
+    pub fn tenants(&self) -> BTreeMap<(String, String), u32> {
+        let mut out = BTreeMap::new();
+        for p in &self.pools {
+            for n in &p.nodes {
+                for g in &n.gpus {
+                    for t in &g.tenants {
+                        *out.entry((t.model.clone(), n.name.clone())).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Reads a `plan.json`. Unknown fields are ignored, missing ones default; only text that is not
+/// JSON of the plan's shape is refused, with the reason.
+pub fn parse(text: &str) -> Result<Previous, String> {
+    if text.len() > 256 * 1024 * 1024 {
+        return Err("the file is larger than 256 MiB".to_owned());
+    }
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_plan_with_unknown_and_missing_fields() {
+        let text = r#"{"name":"x","future":1,"pools":[{"name":"a","gpu":"A100-SXM4-80GB","nodes":[
+            {"name":"n1","gpus":[{"index":0,"mode":{"mode":"mig","instances":[{"profile":"3g.40gb","start":0,"extra":2}]},
+              "tenants":[{"model":"m","instanceStart":0}]},{"index":1,"mode":{"mode":"quantum"}}]}]}]}"#;
+        let p = parse(text).expect("parses");
+        let n = &p.pools[0].nodes[0];
+        assert_eq!(n.gpus.len(), 2);
+        assert!(matches!(n.gpus[0].mode, PrevMode::Mig { .. }));
+        assert_eq!(n.gpus[1].mode, PrevMode::Unknown);
+        assert_eq!(p.tenants().get(&("m".to_owned(), "n1".to_owned())), Some(&1));
+    }
+
+    #[test]
+    fn refuses_text_that_is_not_a_plan() {
+        assert!(parse("not json").is_err());
+        assert!(parse("[1,2]").is_err());
+        assert!(parse("{}").is_ok());
+    }
+}

@@ -1,0 +1,896 @@
+//! Day 2: re-planning from the previous plan, changing as little as the new manifest allows.
+//!
+//! In: a checked [`Spec`], the [`Catalog`] and the [`Previous`] plan (today's state). Out: a
+//! [`Replanned`] plan whose nodes keep their MIG layout and device-plugin config and whose
+//! replicas stay where they run unless the new demand cannot be met otherwise, with notes on
+//! what of the previous plan no longer matches the manifest and the figures of the change.
+//!
+//! Steps (docs/planner.md, "Day 2"): (a) start from the previous placement; drop replicas of
+//! removed models, excess replicas, and replicas the new spec no longer admits there; (b) place
+//! the missing replicas in the capacity already configured (idle MIG instances, free
+//! time-slices, unused GPUs as whole GPUs) without touching a layout; (c) if replicas remain,
+//! re-plan them together with the replicas of a few nodes on those nodes only, with the
+//! planner itself on the sub-problem, growing the set of nodes (1, 2, 4, …) and then narrowing
+//! it to the smallest prefix that works; (d) compare with a from-scratch plan of the same spec:
+//! the from-scratch plan is taken when `changePolicy` says so or its saving reaches the
+//! threshold. `NodePlan::must_drain` is set where a node's layout or sharing config changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::Catalog;
+use crate::diagnostics::Diagnostics;
+use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
+use crate::plan::build::{self, Figures};
+use crate::plan::previous::{PrevMode, PrevNode, Previous};
+use crate::plan::problem::{self, Kind, Need, Problem};
+use crate::plan::{GpuMode, Plan};
+use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
+
+/// The sentence every model's reasons end with when the day-2 re-planner made the plan. It does
+/// not depend on the previous plan, so that recompiling an unchanged manifest gives the same bytes.
+pub const METHOD: &str = "day 2 (`changePolicy: minimal`): the previous plan's layouts and replicas are kept where the manifest allows; only what it needs was re-planned";
+
+/// A re-planned plan and what it took.
+#[derive(Clone, Debug)]
+pub struct Replanned {
+    pub plan: Plan,
+    /// What of the previous plan no longer matched the manifest, and how re-planning went.
+    pub notes: Vec<String>,
+    /// A cheap lower bound on the nodes any plan must re-partition (0 or 1).
+    pub repartition_lower_bound: u32,
+    /// GPUs and cost per hour of a from-scratch plan of the same spec, when it exists.
+    pub from_scratch_gpus: Option<u32>,
+    pub from_scratch_cost_per_hour: Option<f64>,
+    /// Whether the from-scratch plan was taken (full mode, threshold reached, or fallback).
+    pub took_from_scratch: bool,
+}
+
+/// Re-plans `spec` starting from `previous` (see the module docs).
+pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Replanned, Diagnostics> {
+    let scratch = super::plan(spec, catalog);
+    let mut notes = Vec::new();
+    let (fs_gpus, fs_cost) = match &scratch {
+        Ok(p) => (Some(p.quality.gpus_used), p.quality.cost_per_hour),
+        Err(_) => (None, None),
+    };
+    let finish = |mut plan: Plan, notes: Vec<String>, bound: u32, took: bool| {
+        stabilise_names(&mut plan, previous);
+        set_must_drain(&mut plan, previous);
+        Replanned {
+            plan,
+            notes,
+            repartition_lower_bound: bound,
+            from_scratch_gpus: fs_gpus,
+            from_scratch_cost_per_hour: fs_cost,
+            took_from_scratch: took,
+        }
+    };
+    if spec.change_policy.mode == ChangeMode::Full {
+        let plan = scratch?;
+        notes.push("`changePolicy.mode: full`: planned from scratch".to_owned());
+        return Ok(finish(plan, notes, 0, true));
+    }
+    let problem = problem::build(spec, catalog);
+    let diags = super::infeasible::unservable(&problem);
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    let (mut a, mut fresh) = from_previous(&problem, previous, &mut notes);
+    let mut remaining = trim_to_demand(&problem, &mut a, &mut notes);
+    let bound = lower_bound(&problem, &a, &remaining);
+    fill_free(&problem, &mut a, &mut remaining);
+    normalise(&mut a);
+    if !remaining.is_empty() {
+        match repartition(spec, catalog, &problem, &mut a, &remaining, &mut fresh) {
+            Some(n) => notes
+                .push(format!("{n} node(s) re-planned with the planner so that every replica has a place")),
+            None => {
+                let plan = scratch?;
+                notes.push(
+                    "the missing replicas found no place on a subset of the nodes: planned from scratch"
+                        .to_owned(),
+                );
+                return Ok(finish(plan, notes, bound, true));
+            }
+        }
+    }
+    recount(&problem, &mut a);
+    trim_autoscaled(&problem, &mut a);
+    let scratch_ref = scratch.as_ref().ok();
+    let fig = Figures {
+        lower_bound: scratch_ref.map_or(0, |p| p.quality.lower_bound),
+        model_lower_bound: scratch_ref.map_or(0, |p| p.quality.model_lower_bound),
+        // A kept plan is not what a solver proved optimal, whatever its count.
+        solver_proved: false,
+        // First fit is a from-scratch baseline: a kept plan is judged by the price of stability
+        // (the changes section), not against it.
+        ffd: None,
+        method: METHOD.to_owned(),
+        cost_lower_bound: scratch_ref.and_then(|p| p.quality.cost_lower_bound_per_hour),
+        model_cost_lower_bound: scratch_ref.and_then(|p| p.quality.model_cost_lower_bound_per_hour),
+        ffd_cost: None,
+    };
+    let kept = match build::build(&problem, &a, &fig) {
+        Ok(p) => p,
+        Err(e) => {
+            notes.push(format!("the kept plan could not be built ({e}): planned from scratch"));
+            return Ok(finish(scratch?, notes, bound, true));
+        }
+    };
+    if let Some(fs) = scratch_ref {
+        if same_placement(&kept, fs) {
+            return Ok(finish(fs.clone(), notes, bound, true));
+        }
+        let policy = &spec.change_policy;
+        let gpu_saving = i64::from(kept.quality.gpus_used) - i64::from(fs.quality.gpus_used);
+        let cost_saving = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
+        let by_gpus = policy.reoptimize_when_saving_gpus.is_some_and(|t| gpu_saving >= i64::from(t));
+        let by_cost =
+            policy.reoptimize_when_saving_cost_per_hour.zip(cost_saving).is_some_and(|(t, s)| s >= t - 1e-9);
+        if by_gpus || by_cost {
+            notes.push(format!(
+                "a from-scratch plan saves {gpu_saving} GPU(s){}, which reaches `changePolicy`'s threshold: re-optimised",
+                cost_saving.map_or_else(String::new, |s| format!(" and {s:.2}/h"))
+            ));
+            return Ok(finish(fs.clone(), notes, bound, true));
+        }
+    }
+    Ok(finish(kept, notes, bound, false))
+}
+
+/// Whether two plans place the same: nodes, GPUs, tenants, configs and replica groups.
+fn same_placement(a: &Plan, b: &Plan) -> bool {
+    let groups = |p: &Plan| p.models.iter().map(|m| serde_json::to_value(&m.groups).ok()).collect::<Vec<_>>();
+    serde_json::to_value(&a.pools).ok() == serde_json::to_value(&b.pools).ok()
+        && serde_json::to_value(&a.mig_configs).ok() == serde_json::to_value(&b.mig_configs).ok()
+        && serde_json::to_value(&a.device_plugin_configs).ok()
+            == serde_json::to_value(&b.device_plugin_configs).ok()
+        && groups(a) == groups(b)
+}
+
+/// The kind of option a model's replica on this device is.
+fn kind_of(d: &Dev, per: u32) -> Option<Kind> {
+    match d {
+        Dev::Unused => None,
+        Dev::Whole { .. } => Some(Kind::Whole(per)),
+        Dev::Ts { k, .. } => Some(Kind::TimeSliced(*k)),
+        Dev::Mig { .. } => None,
+        Dev::MigTs { q, k, .. } => Some(Kind::MigTs(*q, *k)),
+    }
+}
+
+fn admitted(problem: &Problem<'_>, m: usize, pi: usize, kind: Kind) -> bool {
+    problem.models[m].options.iter().any(|o| o.pool == pi && o.kind == kind)
+}
+
+/// Converts a node of a plan (previous, or a sub-plan) into the planner's device states, or
+/// says why it cannot be kept. Tenants of models unknown to `problem` are dropped.
+fn node_devs(
+    problem: &Problem<'_>,
+    pi: usize,
+    node: &PrevNode,
+    plugin: Option<&BTreeMap<String, u32>>,
+) -> Result<Vec<Dev>, String> {
+    let pool = &problem.pools[pi];
+    if node.gpus.len() != pool.gpn as usize {
+        return Err(format!("it had {} GPU(s), the pool now has {} per node", node.gpus.len(), pool.gpn));
+    }
+    let model = |name: &str| problem.models.iter().position(|m| m.name() == name);
+    let mut devs = Vec::new();
+    for g in &node.gpus {
+        let tenants: Vec<usize> = g.tenants.iter().filter_map(|t| model(&t.model)).collect();
+        let dev = match &g.mode {
+            PrevMode::Unused => Dev::Unused,
+            PrevMode::Whole => Dev::Whole { tenant: tenants.first().copied() },
+            PrevMode::TimeSliced { replicas } => Dev::Ts { k: (*replicas).max(1), tenants },
+            PrevMode::Unknown => return Err("a GPU has a mode this gpuplan does not know".to_owned()),
+            PrevMode::Mig { instances } => {
+                let mut counts = vec![0u8; pool.profiles.len()];
+                let mut at: BTreeMap<u8, usize> = BTreeMap::new();
+                for inst in instances {
+                    let Some(q) = pool.profiles.iter().position(|p| p.name == inst.profile) else {
+                        return Err(format!("MIG profile `{}` is not usable here now", inst.profile));
+                    };
+                    counts[q] = counts[q].saturating_add(1);
+                    at.insert(inst.start, q);
+                }
+                if !pool.fits(&counts) {
+                    return Err("its MIG layout is not valid for the pool's GPU".to_owned());
+                }
+                let shared = plugin.and_then(|ts| {
+                    let qs: BTreeSet<usize> = at.values().copied().collect();
+                    let q = *qs.iter().next()?;
+                    let k = ts.get(&format!("nvidia.com/mig-{}", pool.profiles[q].name))?;
+                    (qs.len() == 1).then_some((q, *k))
+                });
+                match shared {
+                    Some((q, k)) => Dev::MigTs { q, k, counts, tenants },
+                    None => {
+                        let mut ts = Vec::new();
+                        for t in &g.tenants {
+                            let (Some(m), Some(q)) =
+                                (model(&t.model), t.instance_start.and_then(|s| at.get(&s)))
+                            else {
+                                continue;
+                            };
+                            ts.push((*q, m));
+                        }
+                        Dev::Mig { counts, tenants: ts }
+                    }
+                }
+            }
+        };
+        devs.push(dev);
+    }
+    Ok(devs)
+}
+
+/// Step (a), first half: the previous placement mapped onto the new problem. Returns the
+/// assignment and, per pool, the nodes that had no usable previous state.
+fn from_previous(
+    problem: &Problem<'_>,
+    previous: &Previous,
+    notes: &mut Vec<String>,
+) -> (Assignment, BTreeSet<(usize, usize)>) {
+    let prev_nodes = previous.nodes();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut fresh = BTreeSet::new();
+    let mut a = Assignment::default();
+    for (pi, pool) in problem.pools.iter().enumerate() {
+        let count = if pool.autoscaled { pool.max_nodes as usize } else { pool.named.len() };
+        let mut pa = PoolA { nodes: Vec::new() };
+        for ni in 0..count {
+            let name = pool.node_name(ni);
+            let mut node = NodeA { gpus: vec![Dev::Unused; pool.gpn as usize] };
+            match prev_nodes.get(name.as_str()) {
+                None => {
+                    fresh.insert((pi, ni));
+                }
+                Some((pp, pn)) => {
+                    seen.insert(pn.name.as_str());
+                    if pp.gpu != pool.gpu.id {
+                        notes.push(format!(
+                            "node `{name}`: its GPU was `{}` in the previous plan and is `{}` now; it is planned afresh",
+                            pp.gpu, pool.gpu.id
+                        ));
+                        fresh.insert((pi, ni));
+                    } else {
+                        if pp.name != pool.name() {
+                            notes.push(format!(
+                                "node `{name}` was in pool `{}` and is in pool `{}` now; its layout is kept",
+                                pp.name,
+                                pool.name()
+                            ));
+                        }
+                        let plugin = previous
+                            .device_plugin_configs
+                            .get(&pn.device_plugin_config)
+                            .map(|c| &c.time_slicing);
+                        match node_devs(problem, pi, pn, plugin) {
+                            Ok(devs) => node.gpus = devs,
+                            Err(why) => {
+                                notes.push(format!("node `{name}`: {why}; it is planned afresh"));
+                                fresh.insert((pi, ni));
+                            }
+                        }
+                    }
+                }
+            }
+            pa.nodes.push(node);
+        }
+        a.pools.push(pa);
+    }
+    for (name, (pp, pn)) in &prev_nodes {
+        let replicas: usize = pn.gpus.iter().map(|g| g.tenants.len()).sum();
+        if !seen.contains(name) && (replicas > 0 || !pp.autoscaled) {
+            notes.push(format!(
+                "node `{name}` (pool `{}`) is no longer in the inventory; its {replicas} replica slot(s) are placed elsewhere",
+                pp.name
+            ));
+        }
+    }
+    for m in &previous.models {
+        if !problem.models.iter().any(|x| x.name() == m.name) {
+            notes.push(format!("model `{}` was removed: its replicas are stopped", m.name));
+        }
+    }
+    (a, fresh)
+}
+
+/// What is still missing of a model's demand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Missing {
+    replicas: u32,
+    rps: f64,
+}
+
+/// A replica slot in the assignment: (pool, node, gpu, tenant position).
+type Slot = (usize, usize, usize, usize);
+
+/// Every kept replica of model `m`, with its option kind, in placement order. A multi-GPU
+/// replica is its first GPU.
+fn replicas_of(problem: &Problem<'_>, a: &Assignment, m: usize) -> Vec<(Slot, Kind)> {
+    let per = problem.models[m].spec.gpus.unwrap_or(1).max(1);
+    let mut out = Vec::new();
+    for (pi, pa) in a.pools.iter().enumerate() {
+        for (ni, n) in pa.nodes.iter().enumerate() {
+            let mut whole = 0u32;
+            for (gi, d) in n.gpus.iter().enumerate() {
+                match d {
+                    Dev::Whole { tenant: Some(t) } if *t == m => {
+                        if whole.is_multiple_of(per) {
+                            out.push(((pi, ni, gi, 0), Kind::Whole(per)));
+                        }
+                        whole += 1;
+                    }
+                    Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. } => {
+                        for (ti, t) in tenants.iter().enumerate() {
+                            if *t == m
+                                && let Some(k) = kind_of(d, per)
+                            {
+                                out.push(((pi, ni, gi, ti), k));
+                            }
+                        }
+                    }
+                    Dev::Mig { tenants, .. } => {
+                        for (ti, (q, t)) in tenants.iter().enumerate() {
+                            if *t == m {
+                                out.push(((pi, ni, gi, ti), Kind::Mig(*q)));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Removes one replica of `m` at `slot` (all GPUs of a multi-GPU replica).
+fn remove(problem: &Problem<'_>, a: &mut Assignment, m: usize, slot: Slot) {
+    let per = problem.models[m].spec.gpus.unwrap_or(1).max(1) as usize;
+    let (pi, ni, gi, ti) = slot;
+    let Some(node) = a.pools.get_mut(pi).and_then(|p| p.nodes.get_mut(ni)) else { return };
+    match node.gpus.get_mut(gi) {
+        Some(Dev::Whole { .. }) => {
+            for d in node.gpus.iter_mut().skip(gi).filter(|d| **d == Dev::Whole { tenant: Some(m) }).take(per)
+            {
+                *d = Dev::Whole { tenant: None };
+            }
+        }
+        Some(Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. }) if ti < tenants.len() => {
+            tenants.remove(ti);
+        }
+        Some(Dev::Mig { tenants, .. }) if ti < tenants.len() => {
+            tenants.remove(ti);
+        }
+        _ => {}
+    }
+}
+
+/// Step (a), second half: drops replicas the new spec no longer admits where they run (pool,
+/// isolation, memory, compute, latency, spread) and replicas beyond the demand. Returns what is
+/// missing per model.
+fn trim_to_demand(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    notes: &mut Vec<String>,
+) -> BTreeMap<usize, Missing> {
+    let mut missing = BTreeMap::new();
+    for (m, mc) in problem.models.iter().enumerate() {
+        // Not admitted any more: removed from the end so that slots stay valid.
+        let mut reps = replicas_of(problem, a, m);
+        let mut dropped = 0;
+        for (slot, kind) in reps.iter().rev() {
+            if !admitted(problem, m, slot.0, *kind) {
+                remove(problem, a, m, *slot);
+                dropped += 1;
+            }
+        }
+        // Spread: at most one replica per node (`node`) or per GPU / shared resource (`gpu`).
+        reps = replicas_of(problem, a, m);
+        let mut seen_nodes = BTreeSet::new();
+        let mut seen_gpus = BTreeSet::new();
+        let mut spread_out = Vec::new();
+        for (slot, kind) in &reps {
+            let shared = matches!(kind, Kind::TimeSliced(_) | Kind::MigTs(..));
+            let clash = match mc.spec.spread {
+                Spread::None => false,
+                Spread::Node => !seen_nodes.insert((slot.0, slot.1)),
+                Spread::Gpu if shared => !seen_nodes.insert((slot.0, slot.1)),
+                Spread::Gpu => !seen_gpus.insert((slot.0, slot.1, slot.2)),
+            };
+            if clash {
+                spread_out.push(*slot);
+            }
+        }
+        for slot in spread_out.iter().rev() {
+            remove(problem, a, m, *slot);
+            dropped += 1;
+        }
+        if dropped > 0 {
+            notes.push(format!(
+                "{dropped} replica(s) of `{}` no longer fit the manifest where they ran and are re-placed",
+                mc.name()
+            ));
+        }
+        reps = replicas_of(problem, a, m);
+        let rps_of = |kind: Kind, pi: usize| {
+            mc.options.iter().find(|o| o.pool == pi && o.kind == kind).and_then(|o| o.rps).unwrap_or(0.0)
+        };
+        match mc.need {
+            Need::Replicas(n) => {
+                let extra = reps.len().saturating_sub(n as usize);
+                for (slot, _) in reps.iter().rev().take(extra) {
+                    remove(problem, a, m, *slot);
+                }
+                let have = u32::try_from(reps.len().min(n as usize)).unwrap_or(u32::MAX);
+                if have < n {
+                    missing.insert(m, Missing { replicas: n - have, rps: 0.0 });
+                }
+            }
+            Need::Rate { rps, min_replicas } => {
+                let mut covered: f64 = reps.iter().map(|(s, k)| rps_of(*k, s.0)).sum();
+                let mut count = reps.len() as u32;
+                for (slot, kind) in reps.iter().rev() {
+                    let r = rps_of(*kind, slot.0);
+                    if count > min_replicas && covered - r >= rps - 1e-9 {
+                        remove(problem, a, m, *slot);
+                        covered -= r;
+                        count -= 1;
+                    }
+                }
+                let miss =
+                    Missing { replicas: min_replicas.saturating_sub(count), rps: (rps - covered).max(0.0) };
+                if miss.replicas > 0 || miss.rps > 1e-9 {
+                    missing.insert(m, miss);
+                }
+            }
+        }
+    }
+    missing
+}
+
+/// A lower bound on the nodes to re-partition: 1 when a missing model has no admissible kind of
+/// device anywhere in today's layouts (then no re-arrangement of replicas can avoid a change),
+/// else 0.
+fn lower_bound(problem: &Problem<'_>, a: &Assignment, missing: &BTreeMap<usize, Missing>) -> u32 {
+    let exists = |pi: usize, kind: Kind| -> bool {
+        a.pools.get(pi).is_some_and(|pa| {
+            pa.nodes.iter().any(|n| {
+                let ts = n.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None });
+                let mig_ts = n.gpus.iter().any(|d| matches!(d, Dev::MigTs { .. }));
+                match kind {
+                    Kind::Whole(c) => {
+                        ts.is_none()
+                            && !mig_ts
+                            && n.gpus.iter().filter(|d| matches!(d, Dev::Unused | Dev::Whole { .. })).count()
+                                >= c as usize
+                    }
+                    Kind::TimeSliced(k) => ts == Some(k),
+                    Kind::Mig(q) => n.gpus.iter().any(
+                        |d| matches!(d, Dev::Mig { counts, .. } if counts.get(q).is_some_and(|c| *c > 0)),
+                    ),
+                    Kind::MigTs(q, k) => n
+                        .gpus
+                        .iter()
+                        .any(|d| matches!(d, Dev::MigTs { q: dq, k: dk, .. } if *dq == q && *dk == k)),
+                }
+            })
+        })
+    };
+    let stuck = missing.keys().any(|&m| !problem.models[m].options.iter().any(|o| exists(o.pool, o.kind)));
+    u32::from(stuck)
+}
+
+/// Step (b): places missing replicas on capacity that is already configured, without changing
+/// any node's MIG layout or sharing config. Returns whether every replica found a place.
+fn fill_free(problem: &Problem<'_>, a: &mut Assignment, missing: &mut BTreeMap<usize, Missing>) -> bool {
+    // Unused GPUs take a replica without a config change: as time-slices on a node that
+    // time-slices whole GPUs (the device plugin shares them already), else as whole GPUs.
+    for pa in &mut a.pools {
+        for n in &mut pa.nodes {
+            let ts = n.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None });
+            let mig_ts = n.gpus.iter().any(|d| matches!(d, Dev::MigTs { .. }));
+            for d in &mut n.gpus {
+                if *d == Dev::Unused {
+                    match ts {
+                        Some(k) => *d = Dev::Ts { k, tenants: Vec::new() },
+                        None if !mig_ts => *d = Dev::Whole { tenant: None },
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+    let models: Vec<usize> = missing.keys().copied().collect();
+    for m in models {
+        let mc = &problem.models[m];
+        let mut opts: Vec<&problem::Opt> = mc.options.iter().collect();
+        // Smallest share first; rate models: most requests per second per share first.
+        opts.sort_by(|x, y| {
+            let kx = x.rps.map_or(x.size, |r| -r / x.size.max(1e-9));
+            let ky = y.rps.map_or(y.size, |r| -r / y.size.max(1e-9));
+            kx.total_cmp(&ky).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+        });
+        let Some(miss) = missing.get_mut(&m) else { continue };
+        loop {
+            if miss.replicas == 0 && miss.rps <= 1e-9 {
+                break;
+            }
+            let mut placed = false;
+            for o in &opts {
+                if miss.replicas == 0 && o.rps.unwrap_or(0.0) <= 0.0 {
+                    continue;
+                }
+                if assign::place(problem, a, m, o.pool, o.kind, assign::Mode::Fixed, usize::MAX) {
+                    miss.replicas = miss.replicas.saturating_sub(1);
+                    miss.rps = (miss.rps - o.rps.unwrap_or(0.0)).max(0.0);
+                    placed = true;
+                    break;
+                }
+            }
+            if !placed {
+                break;
+            }
+        }
+    }
+    missing.retain(|_, x| x.replicas > 0 || x.rps > 1e-9);
+    missing.is_empty()
+}
+
+/// Turns capacity that step (b) did not use back into unused GPUs (whole GPUs without a
+/// tenant; time-sliced GPUs without tenants when another GPU of the node keeps the sharing).
+fn normalise(a: &mut Assignment) {
+    for pa in &mut a.pools {
+        for n in &mut pa.nodes {
+            for d in &mut n.gpus {
+                if *d == (Dev::Whole { tenant: None }) {
+                    *d = Dev::Unused;
+                }
+            }
+            let ts: Vec<usize> = n
+                .gpus
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| matches!(d, Dev::Ts { .. }))
+                .map(|(i, _)| i)
+                .collect();
+            let busy =
+                ts.iter().any(|&i| matches!(&n.gpus[i], Dev::Ts { tenants, .. } if !tenants.is_empty()));
+            for (j, &i) in ts.iter().enumerate() {
+                let idle = matches!(&n.gpus[i], Dev::Ts { tenants, .. } if tenants.is_empty());
+                // Keep one idle time-sliced GPU when none is busy: it holds the node's sharing config.
+                if idle && (busy || j > 0) {
+                    n.gpus[i] = Dev::Unused;
+                }
+            }
+        }
+    }
+}
+
+/// Step (c): re-plans the missing replicas plus those of a few nodes on those nodes only.
+/// Returns how many nodes were re-planned, or `None` when no subset works.
+fn repartition(
+    spec: &Spec,
+    catalog: &Catalog,
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    missing: &BTreeMap<usize, Missing>,
+    fresh: &mut BTreeSet<(usize, usize)>,
+) -> Option<usize> {
+    // Candidate nodes in pools some missing model may use: fewest kept replicas first.
+    let usable: BTreeSet<usize> =
+        missing.keys().flat_map(|&m| problem.models[m].options.iter().map(|o| o.pool)).collect();
+    let mut cands: Vec<(usize, usize, usize)> = Vec::new();
+    for &pi in &usable {
+        for (ni, n) in a.pools[pi].nodes.iter().enumerate() {
+            let load = n.gpus.iter().map(dev_load).sum::<usize>();
+            cands.push((load, pi, ni));
+        }
+    }
+    cands.sort();
+    let cands: Vec<(usize, usize)> = cands.into_iter().map(|(_, p, n)| (p, n)).collect();
+    if cands.is_empty() {
+        return None;
+    }
+    let try_size = |s: usize| -> Option<Plan> {
+        let chosen = &cands[..s.min(cands.len())];
+        let sub = sub_spec(spec, problem, a, missing, chosen)?;
+        super::plan(&sub, catalog).ok()
+    };
+    let mut lo = 0usize;
+    let mut hi = 1usize;
+    let mut found: Option<(usize, Plan)> = None;
+    loop {
+        let s = hi.min(cands.len());
+        if let Some(p) = try_size(s) {
+            found = Some((s, p));
+            break;
+        }
+        if s == cands.len() {
+            break;
+        }
+        lo = s;
+        hi = s * 2;
+    }
+    let (mut best_s, mut best) = found?;
+    // Narrow to the smallest working prefix.
+    while best_s - lo > 1 {
+        let mid = lo + (best_s - lo) / 2;
+        match try_size(mid) {
+            Some(p) => {
+                best_s = mid;
+                best = p;
+            }
+            None => lo = mid,
+        }
+    }
+    merge(problem, a, &best, &cands[..best_s]);
+    for &(pi, ni) in &cands[..best_s] {
+        fresh.insert((pi, ni));
+    }
+    Some(best_s)
+}
+
+fn dev_load(d: &Dev) -> usize {
+    match d {
+        Dev::Unused => 0,
+        Dev::Whole { tenant } => usize::from(tenant.is_some()),
+        Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. } => tenants.len(),
+        Dev::Mig { tenants, .. } => tenants.len(),
+    }
+}
+
+/// The sub-problem of step (c): the chosen nodes only, with the missing demand plus the
+/// replicas those nodes run today.
+fn sub_spec(
+    spec: &Spec,
+    problem: &Problem<'_>,
+    a: &Assignment,
+    missing: &BTreeMap<usize, Missing>,
+    chosen: &[(usize, usize)],
+) -> Option<Spec> {
+    let mut sub = spec.clone();
+    let mut by_pool: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for &(pi, ni) in chosen {
+        by_pool.entry(pi).or_default().push(problem.pools[pi].node_name(ni));
+    }
+    sub.pools = by_pool
+        .iter()
+        .map(|(&pi, names)| {
+            let mut p = problem.pools[pi].spec.clone();
+            p.nodes = Nodes::Named(names.clone());
+            p.current = Vec::new();
+            p
+        })
+        .collect();
+    sub.pools.sort_by(|x, y| x.name.cmp(&y.name));
+    let chosen_set: BTreeSet<(usize, usize)> = chosen.iter().copied().collect();
+    let mut models = Vec::new();
+    for (m, mc) in problem.models.iter().enumerate() {
+        let reps = replicas_of(problem, a, m);
+        let inside: Vec<&(Slot, Kind)> =
+            reps.iter().filter(|(s, _)| chosen_set.contains(&(s.0, s.1))).collect();
+        let miss = missing.get(&m).copied().unwrap_or(Missing { replicas: 0, rps: 0.0 });
+        let mut spec_m = mc.spec.clone();
+        match &mc.need {
+            Need::Replicas(_) => {
+                let n = miss.replicas + u32::try_from(inside.len()).unwrap_or(u32::MAX);
+                if n == 0 {
+                    continue;
+                }
+                spec_m.demand = Demand::Replicas(n);
+            }
+            Need::Rate { .. } => {
+                let Demand::Rate(rate) = &mc.spec.demand else { continue };
+                let rps_of = |kind: Kind, pi: usize| {
+                    mc.options
+                        .iter()
+                        .find(|o| o.pool == pi && o.kind == kind)
+                        .and_then(|o| o.rps)
+                        .unwrap_or(0.0)
+                };
+                let inside_rps: f64 = inside.iter().map(|(s, k)| rps_of(*k, s.0)).sum();
+                let rps = miss.rps + inside_rps;
+                let min = miss.replicas + u32::try_from(inside.len()).unwrap_or(u32::MAX);
+                if rps <= 1e-9 && min == 0 {
+                    continue;
+                }
+                spec_m.demand =
+                    Demand::Rate(RateDemand { rps: rps.max(1e-6), min_replicas: min.max(1), ..rate.clone() });
+            }
+        }
+        spec_m.pools.retain(|p| sub.pools.iter().any(|x| &x.name == p));
+        if !mc.spec.pools.is_empty() && spec_m.pools.is_empty() {
+            return None;
+        }
+        models.push(spec_m);
+    }
+    if models.is_empty() {
+        return None;
+    }
+    sub.models = models;
+    Some(sub)
+}
+
+/// Puts the sub-plan's nodes into the assignment in place of the chosen nodes.
+fn merge(problem: &Problem<'_>, a: &mut Assignment, sub: &Plan, chosen: &[(usize, usize)]) {
+    let plugin: BTreeMap<&str, &BTreeMap<String, u32>> =
+        sub.device_plugin_configs.iter().map(|(k, v)| (k.as_str(), &v.time_slicing)).collect();
+    for &(pi, ni) in chosen {
+        let name = problem.pools[pi].node_name(ni);
+        let Some(node) = sub.pools.iter().flat_map(|p| &p.nodes).find(|n| n.name == name) else {
+            a.pools[pi].nodes[ni] = NodeA { gpus: vec![Dev::Unused; problem.pools[pi].gpn as usize] };
+            continue;
+        };
+        let prev = to_prev_node(node);
+        // Tenants of the chosen nodes were handed to the sub-problem: the node is replaced.
+        if let Ok(devs) =
+            node_devs(problem, pi, &prev, plugin.get(node.device_plugin_config.as_str()).copied())
+        {
+            a.pools[pi].nodes[ni] = NodeA { gpus: devs };
+        }
+    }
+}
+
+fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
+    use crate::plan::previous::{PrevGpu, PrevInstance, PrevTenant};
+    PrevNode {
+        name: n.name.clone(),
+        mig_config: n.mig_config.clone(),
+        device_plugin_config: n.device_plugin_config.clone(),
+        gpus: n
+            .gpus
+            .iter()
+            .map(|g| PrevGpu {
+                index: g.index,
+                mode: match &g.mode {
+                    GpuMode::Unused => PrevMode::Unused,
+                    GpuMode::Whole => PrevMode::Whole,
+                    GpuMode::TimeSliced { replicas } => PrevMode::TimeSliced { replicas: *replicas },
+                    GpuMode::Mig { instances } => PrevMode::Mig {
+                        instances: instances
+                            .iter()
+                            .map(|i| PrevInstance { profile: i.profile.clone(), start: i.start })
+                            .collect(),
+                    },
+                },
+                tenants: g
+                    .tenants
+                    .iter()
+                    .map(|t| PrevTenant { model: t.model.clone(), instance_start: t.instance_start })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Recomputes the per-option replica counts from the devices.
+fn recount(problem: &Problem<'_>, a: &mut Assignment) {
+    let mut counts: BTreeMap<(usize, usize, Kind), u32> = BTreeMap::new();
+    for m in 0..problem.models.len() {
+        for ((pi, _, _, _), kind) in replicas_of(problem, a, m) {
+            *counts.entry((m, pi, kind)).or_insert(0) += 1;
+        }
+    }
+    a.replicas = counts;
+}
+
+/// Drops trailing unused nodes of autoscaled pools, keeping the pool's minimum.
+fn trim_autoscaled(problem: &Problem<'_>, a: &mut Assignment) {
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        if !p.autoscaled {
+            continue;
+        }
+        while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {
+            pa.nodes.pop();
+        }
+    }
+}
+
+/// Keeps the previous plan's mig-parted config names where the new plan has a config with the
+/// same contents, so that unchanged nodes keep their `nvidia.com/mig.config` label value.
+fn stabilise_names(plan: &mut Plan, previous: &Previous) {
+    let prefix = |name: &str| name.rsplit_once('-').map_or(name.to_owned(), |(p, _)| p.to_owned());
+    let mut rename: BTreeMap<String, String> = BTreeMap::new();
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    for (name, cfg) in &plan.mig_configs {
+        if let Some((old, _)) = previous
+            .mig_configs
+            .iter()
+            .find(|(old, c)| !taken.contains(*old) && prefix(old) == prefix(name) && c.same_as(cfg))
+        {
+            taken.insert(old.clone());
+            rename.insert(name.clone(), old.clone());
+        }
+    }
+    // Configs with new contents get the first free number of their prefix.
+    let mut used: BTreeSet<String> = taken.clone();
+    used.extend(previous.mig_configs.keys().cloned());
+    for name in plan.mig_configs.keys() {
+        if rename.contains_key(name) || name == build::ALL_DISABLED {
+            continue;
+        }
+        let mut target = name.clone();
+        if used.contains(&target) {
+            let p = prefix(name);
+            let mut i = 1;
+            while used.contains(&format!("{p}-{i}")) {
+                i += 1;
+            }
+            target = format!("{p}-{i}");
+        }
+        used.insert(target.clone());
+        rename.insert(name.clone(), target);
+    }
+    if rename.iter().all(|(a, b)| a == b) {
+        return;
+    }
+    let configs = std::mem::take(&mut plan.mig_configs);
+    for (name, cfg) in configs {
+        let to = rename.get(&name).cloned().unwrap_or(name);
+        plan.mig_configs.insert(to, cfg);
+    }
+    for n in plan.pools.iter_mut().flat_map(|p| &mut p.nodes) {
+        if let Some(to) = rename.get(&n.mig_config) {
+            n.mig_config = to.clone();
+        }
+    }
+}
+
+/// Sorted MIG profile names per GPU (empty for MIG disabled).
+fn layout_of_plan(n: &crate::plan::NodePlan) -> Vec<Vec<String>> {
+    n.gpus
+        .iter()
+        .map(|g| {
+            let mut v: Vec<String> = match &g.mode {
+                GpuMode::Mig { instances } => instances.iter().map(|i| i.profile.clone()).collect(),
+                _ => Vec::new(),
+            };
+            v.sort();
+            v
+        })
+        .collect()
+}
+
+fn layout_of_prev(n: &PrevNode) -> Vec<Vec<String>> {
+    n.gpus
+        .iter()
+        .map(|g| {
+            let mut v: Vec<String> = match &g.mode {
+                PrevMode::Mig { instances } => instances.iter().map(|i| i.profile.clone()).collect(),
+                _ => Vec::new(),
+            };
+            v.sort();
+            v
+        })
+        .collect()
+}
+
+/// Sets `must_drain` on every node whose MIG layout or device-plugin sharing differs from the
+/// previous plan's (nodes new to the plan run nothing yet and need no drain), and keeps it where
+/// the plan already differs from the manifest's `current` layout of the node: `current` is the
+/// user's word for what runs today, and stays authoritative until the user updates it after the
+/// drain, so an unchanged manifest keeps a pending drain (and its held-back label patch).
+pub fn set_must_drain(plan: &mut Plan, previous: &Previous) {
+    let prev = previous.nodes();
+    let configs = plan.device_plugin_configs.clone();
+    for n in plan.pools.iter_mut().flat_map(|p| &mut p.nodes) {
+        let against_current = n.must_drain;
+        n.must_drain = against_current
+            || match prev.get(n.name.as_str()) {
+                None => false,
+                Some((_, pn)) => {
+                    let sharing_new = configs.get(&n.device_plugin_config).map(|c| c.time_slicing.clone());
+                    let sharing_old = previous
+                        .device_plugin_configs
+                        .get(&pn.device_plugin_config)
+                        .map(|c| c.time_slicing.clone());
+                    let norm = |s: Option<BTreeMap<String, u32>>| s.unwrap_or_default();
+                    layout_of_plan(n) != layout_of_prev(pn) || norm(sharing_new) != norm(sharing_old)
+                }
+            };
+    }
+}

@@ -1,0 +1,539 @@
+//! Day 2: what changed against the previous plan, and a safe order to apply it.
+//!
+//! In: the [`Previous`] plan, the new [`Plan`] and the PodDisruptionBudgets of the rendered
+//! bundle ([`budgets`]). Out: [`Changes`] — models added, removed and moved (with counts), nodes
+//! re-partitioned, GPUs and cost before and after, the price of stability against a
+//! from-scratch plan, and the nodes to re-partition in waves such that no model has fewer ready
+//! replicas than its budget allows at any point (see [`waves`] for the model of a rollout).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::Plan;
+use super::previous::Previous;
+
+/// The changes section of `plan.json` (and of `PLAN.md`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Changes {
+    pub gpus_before: u32,
+    pub gpus_after: u32,
+    pub cost_per_hour_before: Option<f64>,
+    pub cost_per_hour_after: Option<f64>,
+    /// GPUs and cost per hour of a from-scratch plan of the same manifest (the price of
+    /// stability is `gpusAfter - fromScratchGpus`).
+    pub from_scratch_gpus: Option<u32>,
+    pub from_scratch_cost_per_hour: Option<f64>,
+    pub models_added: Vec<ModelCount>,
+    pub models_removed: Vec<ModelCount>,
+    /// Models whose replica count changed or whose replicas run on other nodes.
+    pub models_changed: Vec<ModelChange>,
+    /// Nodes whose MIG layout or device-plugin config changes (they are drained).
+    pub nodes_repartitioned: Vec<String>,
+    /// A cheap lower bound on how many nodes any re-plan had to re-partition.
+    pub repartition_lower_bound: u32,
+    /// Replicas that stop on one node and start on another.
+    pub replicas_moved: u32,
+    pub waves: Vec<Wave>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ModelCount {
+    pub model: String,
+    pub replicas: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ModelChange {
+    pub model: String,
+    pub replicas_before: u32,
+    pub replicas_after: u32,
+    pub moved: u32,
+}
+
+/// One step of the rollout: nodes drained and re-partitioned together.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Wave {
+    pub number: u32,
+    pub nodes: Vec<String>,
+    /// Replicas evicted in this wave, per model.
+    pub evicts: Vec<ModelCount>,
+    /// Set when no order keeps every model within its budget: the models that go below it.
+    pub below_budget: Vec<String>,
+    /// What to do, in order.
+    pub steps: Vec<String>,
+}
+
+impl Changes {
+    /// Whether nothing placed differs.
+    pub fn is_empty(&self) -> bool {
+        self.models_added.is_empty()
+            && self.models_removed.is_empty()
+            && self.models_changed.is_empty()
+            && self.nodes_repartitioned.is_empty()
+            && self.gpus_before == self.gpus_after
+    }
+}
+
+/// A model's PodDisruptionBudget, as rendered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Budget {
+    MinAvailable(IntOrPercent),
+    MaxUnavailable(IntOrPercent),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum IntOrPercent {
+    Int(u32),
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    /// The value scaled to `of` replicas, rounded up (as the disruption controller does).
+    fn scaled(self, of: u32) -> u32 {
+        match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => (u64::from(p) * u64::from(of)).div_ceil(100) as u32,
+        }
+    }
+}
+
+impl Budget {
+    /// The fewest ready replicas the budget allows out of `desired`.
+    pub fn min_ready(&self, desired: u32) -> u32 {
+        match self {
+            Budget::MinAvailable(v) => v.scaled(desired),
+            Budget::MaxUnavailable(v) => desired.saturating_sub(v.scaled(desired)),
+        }
+    }
+}
+
+fn int_or_percent(v: &serde_json::Value) -> Option<IntOrPercent> {
+    match v {
+        serde_json::Value::Number(n) => {
+            n.as_u64().map(|n| IntOrPercent::Int(n.min(u64::from(u32::MAX)) as u32))
+        }
+        serde_json::Value::String(s) => {
+            let p = s.strip_suffix('%')?.trim().parse::<u32>().ok()?;
+            Some(IntOrPercent::Percent(p))
+        }
+        _ => None,
+    }
+}
+
+/// The PodDisruptionBudgets of a rendered bundle, by model (`app.kubernetes.io/name` of the
+/// selector or of the object). Several budgets of one model: the strictest applies.
+pub fn budgets(files: &BTreeMap<String, String>) -> BTreeMap<String, Vec<Budget>> {
+    let mut out: BTreeMap<String, Vec<Budget>> = BTreeMap::new();
+    for (path, text) in files {
+        if !(path.ends_with(".yaml") || path.ends_with(".yml")) || !text.contains("PodDisruptionBudget") {
+            continue;
+        }
+        for doc in split_documents(text) {
+            let Ok(v) = serde_saphyr::from_str::<serde_json::Value>(&doc) else { continue };
+            if v.get("kind").and_then(|k| k.as_str()) != Some("PodDisruptionBudget") {
+                continue;
+            }
+            let model = v
+                .pointer("/spec/selector/matchLabels/app.kubernetes.io~1name")
+                .or_else(|| v.pointer("/metadata/labels/app.kubernetes.io~1name"))
+                .and_then(|x| x.as_str());
+            let Some(model) = model else { continue };
+            let spec = v.get("spec");
+            let budget = if let Some(x) = spec.and_then(|s| s.get("minAvailable")).and_then(int_or_percent) {
+                Budget::MinAvailable(x)
+            } else if let Some(x) = spec.and_then(|s| s.get("maxUnavailable")).and_then(int_or_percent) {
+                Budget::MaxUnavailable(x)
+            } else {
+                continue;
+            };
+            out.entry(model.to_owned()).or_default().push(budget);
+        }
+    }
+    out
+}
+
+fn split_documents(text: &str) -> Vec<String> {
+    let mut docs = vec![String::new()];
+    for line in text.lines() {
+        if line.trim_end() == "---" {
+            docs.push(String::new());
+        } else if let Some(d) = docs.last_mut() {
+            d.push_str(line);
+            d.push('\n');
+        }
+    }
+    docs.into_iter().filter(|d| !d.trim().is_empty()).collect()
+}
+
+/// Replicas per model per node: tenants, a multi-GPU replica counted once.
+fn counts_new(plan: &Plan) -> BTreeMap<String, BTreeMap<String, u32>> {
+    let per: BTreeMap<&str, u32> = plan
+        .models
+        .iter()
+        .map(|m| (m.name.as_str(), m.groups.iter().map(|g| g.per_replica).max().unwrap_or(1).max(1)))
+        .collect();
+    let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+    for n in plan.pools.iter().flat_map(|p| &p.nodes) {
+        for g in &n.gpus {
+            for t in &g.tenants {
+                *out.entry(t.model.clone()).or_default().entry(n.name.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+    for (m, nodes) in &mut out {
+        let k = per.get(m.as_str()).copied().unwrap_or(1);
+        for c in nodes.values_mut() {
+            *c /= k;
+        }
+    }
+    out
+}
+
+fn counts_old(prev: &Previous) -> BTreeMap<String, BTreeMap<String, u32>> {
+    let per: BTreeMap<&str, u32> = prev
+        .models
+        .iter()
+        .map(|m| (m.name.as_str(), m.groups.iter().map(|g| g.per_replica).max().unwrap_or(1).max(1)))
+        .collect();
+    let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+    for ((m, n), c) in prev.tenants() {
+        out.entry(m).or_default().insert(n, c);
+    }
+    for (m, nodes) in &mut out {
+        let k = per.get(m.as_str()).copied().unwrap_or(1);
+        for c in nodes.values_mut() {
+            *c /= k;
+        }
+    }
+    out
+}
+
+/// What the day-2 re-planner reports besides the plan.
+#[derive(Clone, Debug, Default)]
+pub struct Facts {
+    pub notes: Vec<String>,
+    pub repartition_lower_bound: u32,
+    pub from_scratch_gpus: Option<u32>,
+    pub from_scratch_cost_per_hour: Option<f64>,
+}
+
+/// The changes from `prev` to `plan`, with rollout waves that respect `budgets`.
+pub fn changes(
+    prev: &Previous,
+    plan: &Plan,
+    budgets: &BTreeMap<String, Vec<Budget>>,
+    facts: &Facts,
+) -> Changes {
+    let old = counts_old(prev);
+    let new = counts_new(plan);
+    let total = |m: Option<&BTreeMap<String, u32>>| m.map_or(0, |x| x.values().sum::<u32>());
+    let mut ch = Changes {
+        gpus_before: prev.quality.gpus_used,
+        gpus_after: plan.quality.gpus_used,
+        cost_per_hour_before: prev.quality.cost_per_hour,
+        cost_per_hour_after: plan.quality.cost_per_hour,
+        from_scratch_gpus: facts.from_scratch_gpus,
+        from_scratch_cost_per_hour: facts.from_scratch_cost_per_hour,
+        repartition_lower_bound: facts.repartition_lower_bound,
+        notes: facts.notes.clone(),
+        ..Changes::default()
+    };
+    let names: BTreeSet<&String> =
+        prev.models.iter().map(|m| &m.name).chain(plan.models.iter().map(|m| &m.name)).collect();
+    let in_prev: BTreeSet<&String> = prev.models.iter().map(|m| &m.name).collect();
+    let in_new: BTreeSet<&String> = plan.models.iter().map(|m| &m.name).collect();
+    for name in names {
+        let o = old.get(name.as_str());
+        let n = new.get(name.as_str());
+        let (before, after) = (total(o), total(n));
+        if !in_prev.contains(name) {
+            ch.models_added.push(ModelCount { model: name.clone(), replicas: after });
+            continue;
+        }
+        if !in_new.contains(name) {
+            ch.models_removed.push(ModelCount { model: name.clone(), replicas: before });
+            continue;
+        }
+        let nodes: BTreeSet<&String> =
+            o.into_iter().flat_map(|x| x.keys()).chain(n.into_iter().flat_map(|x| x.keys())).collect();
+        let (mut gone, mut came) = (0u32, 0u32);
+        for node in nodes {
+            let a = o.and_then(|x| x.get(node)).copied().unwrap_or(0);
+            let b = n.and_then(|x| x.get(node)).copied().unwrap_or(0);
+            gone += a.saturating_sub(b);
+            came += b.saturating_sub(a);
+        }
+        let moved = gone.min(came);
+        if before != after || moved > 0 {
+            ch.models_changed.push(ModelChange {
+                model: name.clone(),
+                replicas_before: before,
+                replicas_after: after,
+                moved,
+            });
+        }
+        ch.replicas_moved += moved;
+    }
+    ch.nodes_repartitioned =
+        plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.clone()).collect();
+    ch.nodes_repartitioned.sort();
+    ch.waves = waves(&old, &new, &ch.nodes_repartitioned, budgets);
+    ch
+}
+
+/// Ready replicas of every model while `draining` is drained, given the nodes already done.
+///
+/// The model of a rollout: before the first wave the bundle is synced except the re-labelling
+/// of drained nodes, so every node that is not re-partitioned runs its new replicas (capacity
+/// made before any is broken); a node not yet drained still runs its old replicas; a node
+/// whose wave is done runs its new ones; a node being drained runs nothing.
+fn ready(
+    old: &BTreeMap<String, BTreeMap<String, u32>>,
+    new: &BTreeMap<String, BTreeMap<String, u32>>,
+    changed: &BTreeSet<&str>,
+    done: &BTreeSet<&str>,
+    draining: &BTreeSet<&str>,
+    model: &str,
+) -> u32 {
+    let o = old.get(model);
+    let n = new.get(model);
+    let nodes: BTreeSet<&str> = o
+        .into_iter()
+        .flat_map(|x| x.keys())
+        .chain(n.into_iter().flat_map(|x| x.keys()))
+        .map(String::as_str)
+        .collect();
+    let mut r = 0;
+    for node in nodes {
+        let a = o.and_then(|x| x.get(node)).copied().unwrap_or(0);
+        let b = n.and_then(|x| x.get(node)).copied().unwrap_or(0);
+        r += if draining.contains(node) {
+            0
+        } else if !changed.contains(node) || done.contains(node) {
+            b
+        } else {
+            a
+        };
+    }
+    r
+}
+
+/// Groups the re-partitioned nodes into waves: each wave takes, in name order, every pending
+/// node whose drain keeps all models at or above their budget together with the others of the
+/// wave; a node that no order can drain within budget goes alone, marked `belowBudget`.
+pub fn waves(
+    old: &BTreeMap<String, BTreeMap<String, u32>>,
+    new: &BTreeMap<String, BTreeMap<String, u32>>,
+    repartitioned: &[String],
+    budgets: &BTreeMap<String, Vec<Budget>>,
+) -> Vec<Wave> {
+    let changed: BTreeSet<&str> = repartitioned.iter().map(String::as_str).collect();
+    let mut pending: Vec<&str> = repartitioned.iter().map(String::as_str).collect();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    let models: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    let desired = |m: &str| new.get(m).map_or(0, |x| x.values().sum::<u32>());
+    let violations = |done: &BTreeSet<&str>, draining: &BTreeSet<&str>| -> Vec<String> {
+        let mut v = Vec::new();
+        for m in &models {
+            let Some(bs) = budgets.get(m.as_str()) else { continue };
+            let need = bs.iter().map(|b| b.min_ready(desired(m))).max().unwrap_or(0);
+            let before = ready(old, new, &changed, done, &BTreeSet::new(), m);
+            let during = ready(old, new, &changed, done, draining, m);
+            // Only evictions count: a model already below its budget before the wave (its new
+            // replicas wait for this wave) must not lose more.
+            if during < need && during < before {
+                v.push((*m).clone());
+            }
+        }
+        v
+    };
+    let mut out = Vec::new();
+    while !pending.is_empty() {
+        let mut wave: BTreeSet<&str> = BTreeSet::new();
+        for &node in &pending {
+            let mut trial = wave.clone();
+            trial.insert(node);
+            if violations(&done, &trial).is_empty() {
+                wave = trial;
+            }
+        }
+        let mut below = Vec::new();
+        if wave.is_empty() {
+            // No node can go within budget: the one that hurts the fewest models goes alone.
+            let pick = pending
+                .iter()
+                .min_by_key(|n| violations(&done, &BTreeSet::from([**n])).len())
+                .copied()
+                .unwrap_or(pending[0]);
+            wave.insert(pick);
+            below = violations(&done, &wave);
+        }
+        let mut evicts = Vec::new();
+        for m in &models {
+            let c: u32 =
+                wave.iter().map(|n| old.get(m.as_str()).and_then(|x| x.get(*n)).copied().unwrap_or(0)).sum();
+            if c > 0 {
+                evicts.push(ModelCount { model: (*m).clone(), replicas: c });
+            }
+        }
+        let number = u32::try_from(out.len() + 1).unwrap_or(u32::MAX);
+        let nodes: Vec<String> = wave.iter().map(|s| (*s).to_owned()).collect();
+        out.push(Wave { number, steps: steps(&nodes), nodes, evicts, below_budget: below });
+        done.extend(wave.iter().copied());
+        pending.retain(|n| !wave.contains(n));
+    }
+    out
+}
+
+fn steps(nodes: &[String]) -> Vec<String> {
+    let list = nodes.join(" ");
+    vec![
+        format!("kubectl cordon {list}"),
+        format!("kubectl drain {list} --ignore-daemonsets --delete-emptydir-data (evictions respect the PodDisruptionBudgets)"),
+        "apply this wave's node labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) from the bundle".to_owned(),
+        format!(
+            "wait until every node has `nvidia.com/mig.config.state=success`: kubectl wait node {list} --for=jsonpath='{{.metadata.labels.nvidia\\.com/mig\\.config\\.state}}'=success --timeout=15m"
+        ),
+        format!("kubectl uncordon {list}"),
+    ]
+}
+
+/// The changes section as Markdown, for `PLAN.md` and the human `diff`.
+pub fn markdown(ch: &Changes) -> String {
+    let mut md = String::new();
+    md.push_str(&summary_lines(ch));
+    if !ch.waves.is_empty() {
+        md.push_str("\n### Rollout\n\n");
+        md.push_str("Before wave 1, sync everything except the held-back labels of the nodes below: new replicas start on spare capacity first.\n\n");
+        for w in &ch.waves {
+            md.push_str(&format!(
+                "**Wave {}**: {}",
+                w.number,
+                w.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            ));
+            if !w.evicts.is_empty() {
+                md.push_str(&format!(
+                    " — evicts {}",
+                    w.evicts
+                        .iter()
+                        .map(|e| format!("{} × `{}`", e.replicas, e.model))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            md.push('\n');
+            if !w.below_budget.is_empty() {
+                md.push_str(&format!(
+                    "\n> No order keeps {} within its PodDisruptionBudget here (no spare capacity): `kubectl drain` waits on the budget; add capacity or accept the disruption.\n",
+                    w.below_budget.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            md.push('\n');
+            for (i, s) in w.steps.iter().enumerate() {
+                md.push_str(&format!("{}. {s}\n", i + 1));
+            }
+            md.push('\n');
+        }
+    }
+    md
+}
+
+/// The `terraform plan`-like summary: one line per kind of change.
+pub fn summary_lines(ch: &Changes) -> String {
+    let mut s = String::new();
+    let cost = |c: Option<f64>| c.map_or_else(String::new, |c| format!(", {c:.2}/h"));
+    s.push_str(&format!(
+        "- GPUs: {} → {}{}\n",
+        ch.gpus_before,
+        ch.gpus_after,
+        match (ch.cost_per_hour_before, ch.cost_per_hour_after) {
+            (Some(a), Some(b)) => format!(" ({a:.2}/h → {b:.2}/h)"),
+            _ => String::new(),
+        }
+    ));
+    if let Some(fs) = ch.from_scratch_gpus {
+        s.push_str(&format!(
+            "- price of stability: {} GPU(s){} above a from-scratch plan ({fs} GPUs{})\n",
+            i64::from(ch.gpus_after) - i64::from(fs),
+            match (ch.cost_per_hour_after, ch.from_scratch_cost_per_hour) {
+                (Some(a), Some(b)) => format!(", {:.2}/h", a - b),
+                _ => String::new(),
+            },
+            cost(ch.from_scratch_cost_per_hour)
+        ));
+    }
+    for m in &ch.models_added {
+        s.push_str(&format!("- + model `{}`: {} replica(s)\n", m.model, m.replicas));
+    }
+    for m in &ch.models_removed {
+        s.push_str(&format!("- − model `{}`: {} replica(s) stopped\n", m.model, m.replicas));
+    }
+    for m in &ch.models_changed {
+        s.push_str(&format!(
+            "- ~ model `{}`: {} → {} replica(s){}\n",
+            m.model,
+            m.replicas_before,
+            m.replicas_after,
+            if m.moved > 0 { format!(", {} moved", m.moved) } else { String::new() }
+        ));
+    }
+    if ch.nodes_repartitioned.is_empty() {
+        s.push_str("- nodes re-partitioned (drained): none\n");
+    } else {
+        s.push_str(&format!(
+            "- nodes re-partitioned (drained): {} (lower bound {}): {}\n",
+            ch.nodes_repartitioned.len(),
+            ch.repartition_lower_bound,
+            ch.nodes_repartitioned.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    s.push_str(&format!("- replicas moved: {}\n", ch.replicas_moved));
+    for n in &ch.notes {
+        s.push_str(&format!("- note: {n}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(v: &[(&str, &str, u32)]) -> BTreeMap<String, BTreeMap<String, u32>> {
+        let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+        for (m, n, c) in v {
+            out.entry((*m).to_owned()).or_default().insert((*n).to_owned(), *c);
+        }
+        out
+    }
+
+    #[test]
+    fn waves_keep_each_model_within_its_budget() {
+        // `a` runs one replica on each of three nodes that are all re-partitioned.
+        let old = counts(&[("a", "n1", 1), ("a", "n2", 1), ("a", "n3", 1)]);
+        let new = old.clone();
+        let nodes = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
+        let b = BTreeMap::from([("a".to_owned(), vec![Budget::MaxUnavailable(IntOrPercent::Int(1))])]);
+        let w = waves(&old, &new, &nodes, &b);
+        assert_eq!(w.len(), 3);
+        assert!(w.iter().all(|w| w.nodes.len() == 1 && w.below_budget.is_empty()));
+        // Without a budget, one wave.
+        assert_eq!(waves(&old, &new, &nodes, &BTreeMap::new()).len(), 1);
+    }
+
+    #[test]
+    fn budgets_read_int_and_percent() {
+        let files = BTreeMap::from([(
+            "workloads/a.yaml".to_owned(),
+            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: a\nspec:\n  minAvailable: 50%\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: a\n".to_owned(),
+        )]);
+        let b = budgets(&files);
+        assert_eq!(b["a"], vec![Budget::MinAvailable(IntOrPercent::Percent(50))]);
+        assert_eq!(b["a"][0].min_ready(3), 2);
+    }
+}
