@@ -37,8 +37,10 @@ impl Keyword for Spread {
 
 impl Keyword for crate::manifest::words::ChangeMode {
     const WHAT: &'static str = "change mode";
-    const ALL: &'static [(&'static str, Self)] =
-        &[("minimal", crate::manifest::words::ChangeMode::Minimal), ("full", crate::manifest::words::ChangeMode::Full)];
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("minimal", crate::manifest::words::ChangeMode::Minimal),
+        ("full", crate::manifest::words::ChangeMode::Full),
+    ];
 }
 
 impl Keyword for MigStrategy {
