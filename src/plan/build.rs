@@ -57,18 +57,7 @@ fn label_part(s: &str, max: usize) -> String {
 }
 
 pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Result<Plan, String> {
-    let mut mig_configs: BTreeMap<String, MigConfig> = BTreeMap::new();
-    mig_configs.insert(
-        ALL_DISABLED.to_owned(),
-        MigConfig {
-            entries: vec![MigConfigEntry {
-                devices: None,
-                device_filter: Vec::new(),
-                mig_enabled: false,
-                mig_devices: BTreeMap::new(),
-            }],
-        },
-    );
+    let mut mig_configs = BTreeMap::from([(ALL_DISABLED.to_owned(), MigConfig::disabled())]);
     let mut plugin_configs: BTreeMap<String, DevicePluginConfig> = BTreeMap::new();
     plugin_configs
         .insert(DEFAULT_PLUGIN_CONFIG.to_owned(), DevicePluginConfig { time_slicing: BTreeMap::new() });
@@ -142,14 +131,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                         (GpuMode::TimeSliced { replicas: *k }, t)
                     }
                     Dev::MigTs { q, k, counts, tenants } => {
-                        let layout =
-                            crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, counts.clone())
-                                .ok_or_else(|| {
-                                    format!("internal: invalid MIG layout on `{node_name}` GPU {gi}")
-                                })?;
-                        let names = layout.names(&pool.profiles);
-                        let placed = crate::catalog::layout::validate(pool.gpu, &names)
-                            .map_err(|e| format!("internal: layout on `{node_name}` GPU {gi}: {e}"))?;
+                        let placed = placed_instances(pool, counts, &node_name, gi)?;
                         if let Some(p) = pool.profiles.get(*q) {
                             mig_ts.insert(format!("nvidia.com/mig-{}", p.name), *k);
                         }
@@ -171,15 +153,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                         (GpuMode::Mig { instances: placed }, ts)
                     }
                     Dev::Mig { counts, tenants } => {
-                        let layout =
-                            crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, counts.clone())
-                                .ok_or_else(|| {
-                                    format!("internal: invalid MIG layout on `{node_name}` GPU {gi}")
-                                })?;
-                        // Re-validate through the catalog (the placement shown is that call's).
-                        let names = layout.names(&pool.profiles);
-                        let placed = crate::catalog::layout::validate(pool.gpu, &names)
-                            .map_err(|e| format!("internal: layout on `{node_name}` GPU {gi}: {e}"))?;
+                        let placed = placed_instances(pool, counts, &node_name, gi)?;
                         let mut free: Vec<(String, u8)> =
                             placed.iter().map(|p| (p.profile.clone(), p.start)).collect();
                         let mut ts: Vec<Tenant> = Vec::new();
@@ -337,6 +311,21 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
         quality,
         changes: None,
     })
+}
+
+/// The instances of the MIG layout `counts` on GPU `gi` of `node`, re-validated through the
+/// catalog: the placement shown is that call's.
+fn placed_instances(
+    pool: &crate::plan::problem::PoolCtx<'_>,
+    counts: &[u8],
+    node: &str,
+    gi: usize,
+) -> Result<Vec<crate::catalog::layout::PlacedInstance>, String> {
+    let layout = crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, counts.to_vec())
+        .ok_or_else(|| format!("internal: invalid MIG layout on `{node}` GPU {gi}"))?;
+    let names = layout.names(&pool.profiles);
+    crate::catalog::layout::validate(pool.gpu, &names)
+        .map_err(|e| format!("internal: layout on `{node}` GPU {gi}: {e}"))
 }
 
 fn mig_config(pool: &crate::plan::problem::PoolCtx<'_>, spec: &[Option<Vec<u8>>]) -> MigConfig {

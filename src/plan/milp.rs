@@ -263,64 +263,38 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         let cap = p.capacity_gpus() as f64;
         let unbounded = matches!(goal, Goal::Extend { .. });
         let gcap = if unbounded { f64::INFINITY } else { cap };
-        let has = |f: &dyn Fn(Kind) -> bool| {
-            cols.iter().any(|m| m.options.iter().any(|o| o.pool == pi && f(o.kind)))
-        };
-        let any_mig = has(&|k| matches!(k, Kind::Mig(_)));
-        let g: Vec<Variable> = if any_mig {
-            p.layouts.iter().map(|_| vars.add(int(variable().min(0).max(gcap)))).collect()
-        } else {
-            Vec::new()
-        };
-        let any_whole = has(&|k| matches!(k, Kind::Whole(_)));
-        let w = any_whole.then(|| vars.add(int(variable().min(0).max(gcap))));
-        let zw = any_whole.then(|| {
-            vars.add(int(variable().min(0).max(if unbounded {
-                f64::INFINITY
-            } else {
-                f64::from(p.max_nodes)
-            })))
-        });
+        let ncap = if unbounded { f64::INFINITY } else { f64::from(p.max_nodes) };
+        let count = |max: f64| int(variable().min(0).max(max));
+        let kinds: Vec<Kind> =
+            cols.iter().flat_map(|m| m.options.iter()).filter(|o| o.pool == pi).map(|o| o.kind).collect();
+        let any_mig = kinds.iter().any(|k| matches!(k, Kind::Mig(_)));
+        let g: Vec<Variable> =
+            if any_mig { p.layouts.iter().map(|_| vars.add(count(gcap))).collect() } else { Vec::new() };
+        let any_whole = kinds.iter().any(|k| matches!(k, Kind::Whole(_)));
+        let w = any_whole.then(|| vars.add(count(gcap)));
+        let zw = any_whole.then(|| vars.add(count(ncap)));
         let mut t = BTreeMap::new();
         let mut zt = BTreeMap::new();
-        for m in &cols {
-            for o in m.options {
-                if o.pool == pi
-                    && let Kind::TimeSliced(k) = o.kind
-                    && !t.contains_key(&k)
-                {
-                    t.insert(k, vars.add(int(variable().min(0).max(gcap))));
-                    zt.insert(
-                        k,
-                        vars.add(int(variable().min(0).max(if unbounded {
-                            f64::INFINITY
-                        } else {
-                            f64::from(p.max_nodes)
-                        }))),
-                    );
-                }
+        for &kind in &kinds {
+            if let Kind::TimeSliced(k) = kind
+                && !t.contains_key(&k)
+            {
+                t.insert(k, vars.add(count(gcap)));
+                zt.insert(k, vars.add(count(ncap)));
             }
         }
         let mut tm = BTreeMap::new();
         let mut zm = BTreeMap::new();
-        for m in &cols {
-            for o in m.options {
-                if o.pool == pi
-                    && let Kind::MigTs(q, k) = o.kind
-                    && !tm.contains_key(&(q, k))
-                {
-                    tm.insert((q, k), vars.add(int(variable().min(0).max(gcap))));
-                    let zmax = if unbounded { f64::INFINITY } else { f64::from(p.max_nodes) };
-                    zm.insert((q, k), vars.add(int(variable().min(0).max(zmax))));
-                }
+        for &kind in &kinds {
+            if let Kind::MigTs(q, k) = kind
+                && !tm.contains_key(&(q, k))
+            {
+                tm.insert((q, k), vars.add(count(gcap)));
+                zm.insert((q, k), vars.add(count(ncap)));
             }
         }
         let extra = unbounded.then(|| vars.add(int(variable().min(0))));
-        let u = vars.add(int(variable().min(f64::from(p.min_nodes)).max(if unbounded {
-            f64::INFINITY
-        } else {
-            f64::from(p.max_nodes)
-        })));
+        let u = vars.add(int(variable().min(f64::from(p.min_nodes)).max(ncap)));
         pv.push(PoolVars { g, w, t, zw, zt, tm, zm, u, extra });
     }
 

@@ -120,6 +120,20 @@ pub struct MigConfig {
     pub entries: Vec<MigConfigEntry>,
 }
 
+impl MigConfig {
+    /// MIG off on every GPU: the config every plan names `all-disabled`.
+    pub fn disabled() -> Self {
+        MigConfig {
+            entries: vec![MigConfigEntry {
+                devices: None,
+                device_filter: Vec::new(),
+                mig_enabled: false,
+                mig_devices: BTreeMap::new(),
+            }],
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MigConfigEntry {

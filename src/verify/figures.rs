@@ -228,17 +228,7 @@ mod tests {
             }
         }
         let mut nodes = Vec::new();
-        let mut mig_configs = BTreeMap::from([(
-            "all-disabled".to_owned(),
-            MigConfig {
-                entries: vec![MigConfigEntry {
-                    devices: None,
-                    device_filter: Vec::new(),
-                    mig_enabled: false,
-                    mig_devices: BTreeMap::new(),
-                }],
-            },
-        )]);
+        let mut mig_configs = BTreeMap::from([("all-disabled".to_owned(), MigConfig::disabled())]);
         let mut groups: BTreeMap<(String, String), (u32, BTreeSet<String>)> = BTreeMap::new();
         for (n, chunk) in gpus.chunks(pool.gpus_per_node as usize).enumerate() {
             let name = format!("{}-{n}", pool.name);

@@ -52,17 +52,7 @@ fn plan_with(
     configs: Vec<(&str, MigConfig)>,
     sharing: Vec<(&str, &[(&str, u32)])>,
 ) -> Plan {
-    let mut mig_configs = BTreeMap::from([(
-        "all-disabled".to_owned(),
-        MigConfig {
-            entries: vec![MigConfigEntry {
-                devices: None,
-                device_filter: Vec::new(),
-                mig_enabled: false,
-                mig_devices: BTreeMap::new(),
-            }],
-        },
-    )]);
+    let mut mig_configs = BTreeMap::from([("all-disabled".to_owned(), MigConfig::disabled())]);
     mig_configs.extend(configs.into_iter().map(|(n, c)| (n.to_owned(), c)));
     let mut device_plugin_configs =
         BTreeMap::from([("default".to_owned(), DevicePluginConfig { time_slicing: BTreeMap::new() })]);

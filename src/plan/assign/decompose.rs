@@ -233,17 +233,10 @@ pub(crate) fn decompose(
         others.sort_by(|x, y| x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind)));
         let choices: Vec<(usize, Kind)> =
             std::iter::once((pi, kind)).chain(others.iter().map(|o| (o.pool, o.kind))).collect();
-        let attempts =
-            [Mode::Fixed, Mode::Grow].into_iter().flat_map(|mode| choices.iter().map(move |&c| (mode, c)));
-        let mut placed = false;
-        for (mode, (p, k)) in attempts {
-            if place(problem, &mut a, m, p, k, mode, usize::MAX) {
-                *a.replicas.entry((m, p, k)).or_insert(0) += 1;
-                placed = true;
-                break;
-            }
-        }
-        if !placed {
+        let attempts = [Mode::Fixed, Mode::Grow]
+            .into_iter()
+            .flat_map(|mode| choices.iter().map(move |&(p, k)| (p, k, mode)));
+        if !place_first(problem, &mut a, m, attempts) {
             return None;
         }
     }

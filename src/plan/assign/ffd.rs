@@ -75,15 +75,7 @@ pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
     let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
     let items = ffd_items(problem, false)?;
     for (_, m, choices) in items {
-        let mut placed = false;
-        for &(pi, kind) in &choices {
-            if place(problem, &mut a, m, pi, kind, Mode::Grow, usize::MAX) {
-                *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
-                placed = true;
-                break;
-            }
-        }
-        if !placed {
+        if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
             return None;
         }
     }
@@ -128,12 +120,8 @@ pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'stat
         items.sort_by(|x, y| cmp(x, y));
         let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
         for (_, m, choices) in items {
-            let placed = choices
-                .iter()
-                .find(|&&(pi, kind)| place(problem, &mut a, m, pi, kind, Mode::Grow, usize::MAX));
-            match placed {
-                Some(&(pi, kind)) => *a.replicas.entry((m, pi, kind)).or_insert(0) += 1,
-                None => continue 'order,
+            if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
+                continue 'order;
             }
         }
         trim(problem, &mut a);

@@ -183,6 +183,23 @@ pub(crate) enum Mode {
     Grow,
 }
 
+/// Places one replica of model `m` at the first of `attempts` (pool, kind, mode) that has room
+/// and counts it. Returns whether one had room.
+pub(crate) fn place_first(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    m: usize,
+    attempts: impl IntoIterator<Item = (usize, Kind, Mode)>,
+) -> bool {
+    for (pi, kind, mode) in attempts {
+        if place(problem, a, m, pi, kind, mode, usize::MAX) {
+            *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
+            return true;
+        }
+    }
+    false
+}
+
 /// Places one replica of model `m` with `kind` in pool `pi`. Returns whether it found room.
 pub(crate) fn place(
     problem: &Problem<'_>,
