@@ -120,24 +120,19 @@ fn columns<'p>(problem: &'p Problem<'_>) -> Vec<Col<'p>> {
     let mut cols: Vec<Col<'p>> = Vec::new();
     let mut by_key: BTreeMap<Vec<(usize, Kind)>, usize> = BTreeMap::new();
     for (mi, m) in problem.models.iter().enumerate() {
-        let Need::Replicas(n) = m.need else {
-            cols.push(Col {
-                members: vec![mi],
-                need: m.need.clone(),
-                options: &m.options,
-                spread: m.spec.spread,
-            });
-            continue;
+        // Only models that need a replica count and spread nothing share a column.
+        let n = match m.need {
+            Need::Replicas(n) if m.spec.spread == Spread::None => n,
+            _ => {
+                cols.push(Col {
+                    members: vec![mi],
+                    need: m.need.clone(),
+                    options: &m.options,
+                    spread: m.spec.spread,
+                });
+                continue;
+            }
         };
-        if m.spec.spread != Spread::None {
-            cols.push(Col {
-                members: vec![mi],
-                need: m.need.clone(),
-                options: &m.options,
-                spread: m.spec.spread,
-            });
-            continue;
-        }
         let key: Vec<(usize, Kind)> = m.options.iter().map(|o| (o.pool, o.kind)).collect();
         match by_key.get(&key) {
             Some(&ci) => {

@@ -358,27 +358,12 @@ pub fn validate(
         l.and_then(|d| d.probes.as_ref())
     }
     let (mp, dp) = (probes(model), probes(defaults));
-    out.readiness = probe(
-        diags,
-        "readiness",
-        mp.and_then(|p| p.readiness.as_ref()),
-        dp.and_then(|p| p.readiness.as_ref()),
-        ports,
-    );
-    out.liveness = probe(
-        diags,
-        "liveness",
-        mp.and_then(|p| p.liveness.as_ref()),
-        dp.and_then(|p| p.liveness.as_ref()),
-        ports,
-    );
-    out.startup = probe(
-        diags,
-        "startup",
-        mp.and_then(|p| p.startup.as_ref()),
-        dp.and_then(|p| p.startup.as_ref()),
-        ports,
-    );
+    let mut merged = |kind: &str, pick: fn(&raw::Probes) -> Option<&raw::Probe>| {
+        probe(diags, kind, mp.and_then(pick), dp.and_then(pick), ports)
+    };
+    out.readiness = merged("readiness", |p| p.readiness.as_ref());
+    out.liveness = merged("liveness", |p| p.liveness.as_ref());
+    out.startup = merged("startup", |p| p.startup.as_ref());
 
     let secrets = model
         .and_then(|d| d.image_pull_secrets.as_ref())
