@@ -322,10 +322,7 @@ fn run_import(ctx: &Ctx, args: &ImportArgs, catalog_dirs: &[PathBuf]) -> anyhow:
         }
     };
     let gpu = match target(&catalog, &gpu, args.id.as_deref()) {
-        Err(why) => {
-            ctx.err(&format!("error[{}]: {why}", crate::diagnostics::codes::CATALOG_IMPORT_CONFLICT))?;
-            return Ok(ExitStatus::Problems);
-        }
+        Err(why) => return ctx.problem(crate::diagnostics::codes::CATALOG_IMPORT_CONFLICT, &why),
         Ok(Target::New) => gpu,
         Ok(Target::Merge(id)) => {
             let existing = catalog.get(&id).context("merge target vanished")?;

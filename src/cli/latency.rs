@@ -31,12 +31,8 @@ pub fn run(ctx: &Ctx, args: &LatencyArgs) -> anyhow::Result<ExitStatus> {
     let file: CalibrationFile = match serde_json::from_str(&text) {
         Ok(file) => file,
         Err(err) => {
-            ctx.err(&format!(
-                "error[{}]: `{}` is not a calibration file: {err}",
-                crate::diagnostics::codes::LATENCY_FILE_INVALID,
-                args.file.display()
-            ))?;
-            return Ok(ExitStatus::Problems);
+            let text = format!("`{}` is not a calibration file: {err}", args.file.display());
+            return ctx.problem(crate::diagnostics::codes::LATENCY_FILE_INVALID, &text);
         }
     };
     let rows = latency::evaluate(&file);

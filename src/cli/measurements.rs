@@ -65,12 +65,8 @@ pub fn run(ctx: &Ctx, args: &MeasurementsArgs) -> anyhow::Result<ExitStatus> {
     let point = match import(&text, &context) {
         Ok(p) => p,
         Err(why) => {
-            ctx.err(&format!(
-                "error[{}]: `{}`: {why}",
-                crate::diagnostics::codes::MEASUREMENT_VALUE,
-                a.file.display()
-            ))?;
-            return Ok(ExitStatus::Problems);
+            let text = format!("`{}`: {why}", a.file.display());
+            return ctx.problem(crate::diagnostics::codes::MEASUREMENT_VALUE, &text);
         }
     };
     let existing = match &a.out {

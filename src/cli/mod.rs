@@ -121,15 +121,19 @@ pub struct Ctx {
     pub quiet: bool,
 }
 
+/// Writes `text` and a newline unless it already ends with one, then flushes.
+fn write_line(mut w: impl Write, text: &str) -> io::Result<()> {
+    w.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        w.write_all(b"\n")?;
+    }
+    w.flush()
+}
+
 impl Ctx {
     /// Writes a line to stdout (errors, including a closed pipe, propagate).
     pub fn out(&self, text: &str) -> io::Result<()> {
-        let mut stdout = io::stdout().lock();
-        stdout.write_all(text.as_bytes())?;
-        if !text.ends_with('\n') {
-            stdout.write_all(b"\n")?;
-        }
-        stdout.flush()
+        write_line(io::stdout().lock(), text)
     }
 
     /// Writes to stderr unless `--quiet`.
@@ -142,12 +146,14 @@ impl Ctx {
 
     /// Writes to stderr, even with `--quiet` (diagnostics, errors).
     pub fn err(&self, text: &str) -> io::Result<()> {
-        let mut stderr = io::stderr().lock();
-        stderr.write_all(text.as_bytes())?;
-        if !text.ends_with('\n') {
-            stderr.write_all(b"\n")?;
-        }
-        stderr.flush()
+        write_line(io::stderr().lock(), text)
+    }
+
+    /// Reports a mistake in the user's input as `error[CODE]: text` on stderr, even with
+    /// `--quiet`; the command then ends with [`ExitStatus::Problems`].
+    pub fn problem(&self, code: crate::diagnostics::codes::Code, text: &str) -> anyhow::Result<ExitStatus> {
+        self.err(&format!("error[{code}]: {text}"))?;
+        Ok(ExitStatus::Problems)
     }
 
     /// Writes a JSON value to stdout, pretty-printed.

@@ -844,13 +844,9 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
 fn layout_of_plan(n: &crate::plan::NodePlan) -> Vec<Vec<String>> {
     n.gpus
         .iter()
-        .map(|g| {
-            let mut v: Vec<String> = match &g.mode {
-                GpuMode::Mig { instances } => instances.iter().map(|i| i.profile.clone()).collect(),
-                _ => Vec::new(),
-            };
-            v.sort();
-            v
+        .map(|g| match &g.mode {
+            GpuMode::Mig { instances } => sorted_profiles(instances.iter().map(|i| &i.profile)),
+            _ => Vec::new(),
         })
         .collect()
 }
@@ -858,15 +854,18 @@ fn layout_of_plan(n: &crate::plan::NodePlan) -> Vec<Vec<String>> {
 fn layout_of_prev(n: &PrevNode) -> Vec<Vec<String>> {
     n.gpus
         .iter()
-        .map(|g| {
-            let mut v: Vec<String> = match &g.mode {
-                PrevMode::Mig { instances } => instances.iter().map(|i| i.profile.clone()).collect(),
-                _ => Vec::new(),
-            };
-            v.sort();
-            v
+        .map(|g| match &g.mode {
+            PrevMode::Mig { instances } => sorted_profiles(instances.iter().map(|i| &i.profile)),
+            _ => Vec::new(),
         })
         .collect()
+}
+
+/// One GPU's MIG profile names, sorted: the layout as a comparable value.
+fn sorted_profiles<'a>(profiles: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut v: Vec<String> = profiles.cloned().collect();
+    v.sort();
+    v
 }
 
 /// Sets `must_drain` on every node whose MIG layout or device-plugin sharing differs from the
