@@ -173,45 +173,45 @@ fn split_documents(text: &str) -> Vec<String> {
 
 /// Replicas per model per node: tenants, a multi-GPU replica counted once.
 fn counts_new(plan: &Plan) -> BTreeMap<String, BTreeMap<String, u32>> {
-    let per: BTreeMap<&str, u32> = plan
-        .models
-        .iter()
-        .map(|m| (m.name.as_str(), m.groups.iter().map(|g| g.per_replica).max().unwrap_or(1).max(1)))
-        .collect();
-    let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+    let mut tenants: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
     for n in plan.pools.iter().flat_map(|p| &p.nodes) {
         for g in &n.gpus {
             for t in &g.tenants {
-                *out.entry(t.model.clone()).or_default().entry(n.name.clone()).or_insert(0) += 1;
+                *tenants.entry(t.model.clone()).or_default().entry(n.name.clone()).or_insert(0) += 1;
             }
         }
     }
-    for (m, nodes) in &mut out {
-        let k = per.get(m.as_str()).copied().unwrap_or(1);
-        for c in nodes.values_mut() {
-            *c /= k;
-        }
-    }
-    out
+    let groups = plan.models.iter().flat_map(|m| m.groups.iter().map(|g| (m.name.as_str(), g.per_replica)));
+    into_replicas(tenants, groups)
 }
 
 fn counts_old(prev: &Previous) -> BTreeMap<String, BTreeMap<String, u32>> {
-    let per: BTreeMap<&str, u32> = prev
-        .models
-        .iter()
-        .map(|m| (m.name.as_str(), m.groups.iter().map(|g| g.per_replica).max().unwrap_or(1).max(1)))
-        .collect();
-    let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+    let mut tenants: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
     for ((m, n), c) in prev.tenants() {
-        out.entry(m).or_default().insert(n, c);
+        tenants.entry(m).or_default().insert(n, c);
     }
-    for (m, nodes) in &mut out {
-        let k = per.get(m.as_str()).copied().unwrap_or(1);
+    let groups = prev.models.iter().flat_map(|m| m.groups.iter().map(|g| (m.name.as_str(), g.per_replica)));
+    into_replicas(tenants, groups)
+}
+
+/// Divides tenants per model per node by the model's GPUs per replica (the largest of its
+/// `(model, per_replica)` groups, at least 1).
+fn into_replicas<'a>(
+    mut tenants: BTreeMap<String, BTreeMap<String, u32>>,
+    groups: impl Iterator<Item = (&'a str, u32)>,
+) -> BTreeMap<String, BTreeMap<String, u32>> {
+    let mut per: BTreeMap<&str, u32> = BTreeMap::new();
+    for (m, k) in groups {
+        let e = per.entry(m).or_insert(k);
+        *e = (*e).max(k);
+    }
+    for (m, nodes) in &mut tenants {
+        let k = per.get(m.as_str()).copied().unwrap_or(1).max(1);
         for c in nodes.values_mut() {
             *c /= k;
         }
     }
-    out
+    tenants
 }
 
 /// What the day-2 re-planner reports besides the plan.

@@ -223,6 +223,19 @@ fn count(diags: &mut Diagnostics, v: Option<&Sp<i128>>, default: u32, min: i128,
 
 /// The probe of `kind` (`readiness`, `liveness`, `startup`): the model's, else the defaults',
 /// else the built-in one (on the `http` port or the first port; none without ports).
+/// The diagnostic for an environment variable name Kubernetes refuses, if `name` is one.
+pub(crate) fn env_name_error(name: &Sp<String>) -> Option<Diagnostic> {
+    let rule = names::env_name(&name.value).err()?;
+    Some(
+        Diagnostic::error(
+            codes::INVALID_NAME,
+            format!("`{}` is not an environment variable name: {rule}", name.value),
+        )
+        .at(name.span.clone(), "not a variable name")
+        .with_help("use letters, digits and `_`, not starting with a digit"),
+    )
+}
+
 fn probe(
     diags: &mut Diagnostics,
     kind: &str,
@@ -376,15 +389,8 @@ pub fn validate(
 
     for layer in [defaults, model].into_iter().flatten() {
         for (env, v) in layer.value_from.iter().flat_map(|m| m.0.iter()) {
-            if let Err(rule) = names::env_name(&env.value) {
-                diags.push(
-                    Diagnostic::error(
-                        codes::INVALID_NAME,
-                        format!("`{}` is not an environment variable name: {rule}", env.value),
-                    )
-                    .at(env.span.clone(), "not a variable name")
-                    .with_help("use letters, digits and `_`, not starting with a digit"),
-                );
+            if let Some(d) = env_name_error(env) {
+                diags.push(d);
                 continue;
             }
             let (kind, name) = match (&v.secret, &v.config_map) {

@@ -66,14 +66,8 @@ impl Validator<'_> {
     }
 
     pub(super) fn env_name(&mut self, k: &Sp<String>) {
-        if let Err(rule) = names::env_name(&k.value) {
-            self.push(error(
-                codes::INVALID_NAME,
-                &k.span,
-                format!("`{}` is not an environment variable name: {rule}", k.value),
-                "not a variable name",
-                "use letters, digits and `_`, not starting with a digit",
-            ));
+        if let Some(d) = crate::spec::deployment::env_name_error(k) {
+            self.push(d);
         }
     }
 
