@@ -1120,80 +1120,55 @@ impl<'a> Checker<'a> {
             .filter(|g| g.mode != GpuMode::Unused)
             .count();
         let q = &self.plan.quality;
+        // Costs are compared with a tolerance relative to the plan's cost (solver rounding).
+        let tolerance = |cost: f64| 1e-6 * cost.max(1.0);
+        let mut wrong: Vec<String> = Vec::new();
         if q.gpus_used as usize != used {
-            self.push(
-                Kind::Quality,
-                "plan",
-                format!("quality says {} GPUs used, the plan uses {used}", q.gpus_used),
-            );
+            wrong.push(format!("quality says {} GPUs used, the plan uses {used}", q.gpus_used));
         }
         if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour)
-            && bound > cost + 1e-6 * cost.max(1.0)
+            && bound > cost + tolerance(cost)
         {
-            self.push(
-                Kind::Quality,
-                "plan",
-                format!("cost lower bound {bound:.2}/h above the plan's {cost:.2}/h"),
-            );
+            wrong.push(format!("cost lower bound {bound:.2}/h above the plan's {cost:.2}/h"));
         }
         if q.lower_bound > q.gpus_used {
-            self.push(
-                Kind::Quality,
-                "plan",
-                format!("lower bound {} above GPUs used {}", q.lower_bound, q.gpus_used),
-            );
+            wrong.push(format!("lower bound {} above GPUs used {}", q.lower_bound, q.gpus_used));
         }
         // The model's bounds hold for the planner's own plans, which this plan claims to be.
         if q.model_lower_bound > q.gpus_used {
-            self.push(
-                Kind::Quality,
-                "plan",
-                format!(
-                    "the planner's model bound {} is above GPUs used {}",
-                    q.model_lower_bound, q.gpus_used
-                ),
-            );
+            wrong.push(format!(
+                "the planner's model bound {} is above GPUs used {}",
+                q.model_lower_bound, q.gpus_used
+            ));
         }
         if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.model_cost_lower_bound_per_hour)
-            && bound > cost + 1e-6 * cost.max(1.0)
+            && bound > cost + tolerance(cost)
         {
-            self.push(
-                Kind::Quality,
-                "plan",
-                format!("the planner's model cost bound {bound:.2}/h is above the plan's {cost:.2}/h"),
-            );
+            wrong
+                .push(format!("the planner's model cost bound {bound:.2}/h is above the plan's {cost:.2}/h"));
         }
         // "Optimal" is claimed only when the plan meets the bound valid for every plan.
         if q.proof == crate::plan::Proof::Optimal {
             let met = match (q.cost_per_hour, q.cost_lower_bound_per_hour) {
-                (Some(cost), Some(bound)) => cost <= bound + 1e-6 * cost.max(1.0),
+                (Some(cost), Some(bound)) => cost <= bound + tolerance(cost),
                 _ => q.gpus_used <= q.lower_bound,
             };
             if !met {
-                self.push(
-                    Kind::Quality,
-                    "plan",
-                    "the plan is called optimal but does not meet its lower bound",
-                );
+                wrong.push("the plan is called optimal but does not meet its lower bound".to_owned());
             }
         }
         // On priced pools the plan minimises cost: it may use more (cheaper) GPUs than FFD.
         if let (Some(cost), Some(ffd_cost)) = (q.cost_per_hour, q.first_fit_decreasing_cost_per_hour) {
             if cost > ffd_cost + 1e-6 {
-                self.push(
-                    Kind::Quality,
-                    "plan",
-                    format!("the plan costs {cost:.2}/h, first-fit-decreasing only {ffd_cost:.2}/h"),
-                );
+                wrong.push(format!("the plan costs {cost:.2}/h, first-fit-decreasing only {ffd_cost:.2}/h"));
             }
         } else if let Some(ffd) = q.first_fit_decreasing
             && q.gpus_used > ffd
         {
-            self.push(
-                Kind::Quality,
-                "plan",
-                format!("{} GPUs used, first-fit-decreasing needs only {ffd}", q.gpus_used),
-            );
+            wrong.push(format!("{} GPUs used, first-fit-decreasing needs only {ffd}", q.gpus_used));
+        }
+        for message in wrong {
+            self.push(Kind::Quality, "plan", message);
         }
     }
 }
