@@ -74,6 +74,20 @@ fn problem(file: FileId, offset: usize, len: usize, message: String, help: &str)
         .with_help(help)
 }
 
+/// What a parser read, or its problems; output with nothing to read is a problem too (`nothing`).
+fn read_or_problems<T>(
+    file: FileId,
+    read: Vec<T>,
+    mut diagnostics: Diagnostics,
+    nothing: &str,
+    help: &str,
+) -> Result<Vec<T>, Diagnostics> {
+    if read.is_empty() && diagnostics.is_empty() {
+        diagnostics.push(problem(file, 0, 0, nothing.to_owned(), help));
+    }
+    if diagnostics.is_empty() { Ok(read) } else { Err(diagnostics) }
+}
+
 /// What one line of `-lgip` output is.
 enum LgipLine<'a> {
     /// Blank, a border (`+---+`, `|===|`) or a header of the table.
@@ -193,16 +207,13 @@ pub fn parse_lgip(file: FileId, text: &str) -> Result<Vec<LgipRow>, Diagnostics>
             }
         }
     }
-    if rows.is_empty() && diagnostics.is_empty() {
-        diagnostics.push(problem(
-            file,
-            0,
-            0,
-            "no GPU-instance profile rows found".to_owned(),
-            "pass the output of `nvidia-smi mig -lgip` on a GPU with MIG mode enabled",
-        ));
-    }
-    if diagnostics.is_empty() { Ok(rows) } else { Err(diagnostics) }
+    read_or_problems(
+        file,
+        rows,
+        diagnostics,
+        "no GPU-instance profile rows found",
+        "pass the output of `nvidia-smi mig -lgip` on a GPU with MIG mode enabled",
+    )
 }
 
 /// Reads one `-lgipp` line. The driver prints `Placements: {0,1,2}:1` for several placements and
@@ -245,16 +256,13 @@ pub fn parse_lgipp(file: FileId, text: &str) -> Result<Vec<Placements>, Diagnost
             )),
         }
     }
-    if out.is_empty() && diagnostics.is_empty() {
-        diagnostics.push(problem(
-            file,
-            0,
-            0,
-            "no placement lines found".to_owned(),
-            "pass the output of `nvidia-smi mig -lgipp`",
-        ));
-    }
-    if diagnostics.is_empty() { Ok(out) } else { Err(diagnostics) }
+    read_or_problems(
+        file,
+        out,
+        diagnostics,
+        "no placement lines found",
+        "pass the output of `nvidia-smi mig -lgipp`",
+    )
 }
 
 /// Reads product name, total memory, PCI device id and driver version of the first GPU from
