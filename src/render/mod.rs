@@ -230,7 +230,7 @@ pub fn render(
         put(&mut files, paths::FLUX, gitops::flux_kustomizations(spec, flux), &mut diags);
     }
 
-    match report::render(catalog, plan) {
+    match report::render(spec, catalog, plan) {
         Ok(report_files) => files.extend(report_files),
         Err(d) => diags.push(d),
     }

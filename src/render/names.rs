@@ -3,10 +3,10 @@
 //! In: the spec and the plan. Out: `unsafe-name` diagnostics for each name that Kubernetes would
 //! reject or that could escape the output directory or inject YAML; names are never rewritten
 //! silently. Free-text values (env values, args) are not checked here: they are escaped when
-//! printed. Also gives the stable derived names ([`deployment_name`], [`layout_name`]).
+//! printed. Also gives the stable derived names ([`layout_name`]; Deployment names come from `workloads::units`).
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes};
-use crate::plan::{NodePlan, Plan, ReplicaGroup};
+use crate::plan::{NodePlan, Plan};
 use crate::spec::Spec;
 
 /// RFC 1123 label: lowercase alphanumerics and `-`, alphanumeric at both ends, at most 63.
@@ -69,27 +69,6 @@ pub fn layout_name(node: &NodePlan) -> String {
 /// `<model>-<pool>-<layout>`), joined with `-` and kept within 63 characters by [`shorten`].
 pub fn unit_name(parts: &[&str]) -> String {
     shorten(&parts.join("-"), 63)
-}
-
-/// The Deployments of a replica group, for summaries: `<model>-<node>` per node of a named
-/// pool (the exact names, with the resource when the model has several on one node, are
-/// [`super::workloads::units`]'), `<model>-<pool>-<layout>` for an autoscaled pool.
-pub fn deployment_name(model: &str, groups: &[ReplicaGroup], index: usize) -> String {
-    let Some(group) = groups.get(index) else { return model.to_owned() };
-    let names: Vec<String> = group
-        .nodes
-        .iter()
-        .map(|node| {
-            let several =
-                groups.iter().filter(|g| g.pool == group.pool && g.nodes.contains(node)).count() > 1;
-            if several {
-                unit_name(&[model, node, &resource_slug(&group.resource)])
-            } else {
-                unit_name(&[model, node])
-            }
-        })
-        .collect();
-    names.join(", ")
 }
 
 /// `nvidia.com/mig-3g.40gb` → `mig-3g-40gb`; `nvidia.com/gpu.shared` → `gpu-shared`.

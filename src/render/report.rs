@@ -12,13 +12,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::names::{deployment_name, layout_name};
+use super::names::layout_name;
 use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostic;
 use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan};
+use crate::spec::Spec;
 
 /// Renders `PLAN.md` and `plan/<node>.svg`.
-pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
+pub fn render(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
     let mut files = BTreeMap::new();
     let mut md = String::new();
     let q = &plan.quality;
@@ -78,16 +79,20 @@ pub fn render(catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>
     for model in &plan.models {
         let _ = writeln!(md, "### `{}`\n", md_code(&model.name));
         md.push_str("| Deployment | resource | per replica | replicas | pool | nodes |\n|---|---|---:|---:|---|---|\n");
-        for (i, group) in model.groups.iter().enumerate() {
-            let nodes: Vec<String> = group.nodes.iter().map(|n| format!("`{}`", md_code(n))).collect();
+        // The Deployments the bundle holds, by the one function that makes them.
+        for unit in super::workloads::units(spec, plan, model)? {
+            let nodes: Vec<String> = match &unit.layout {
+                Some(layout) => vec![format!("{} node(s) of layout `{}`", unit.nodes.len(), md_code(layout))],
+                None => unit.nodes.iter().map(|n| format!("`{}`", md_code(n))).collect(),
+            };
             let _ = writeln!(
                 md,
                 "| `{}` | `{}` | {} | {} | `{}` | {} |",
-                md_code(&deployment_name(&model.name, &model.groups, i)),
-                md_code(&group.resource),
-                group.per_replica,
-                group.replicas,
-                md_code(&group.pool),
+                md_code(&unit.name),
+                md_code(&unit.resource),
+                unit.per_replica,
+                unit.replicas,
+                md_code(&unit.pool),
                 nodes.join(", ")
             );
         }
