@@ -51,8 +51,7 @@ pub fn compile(
     previous: Option<&PreviousInput>,
 ) -> Result<Day2Compiled, Diagnostics> {
     let Some(prev) = previous else {
-        let plan = crate::plan::plan(spec, catalog)?;
-        let bundle = crate::render::render(spec, catalog, &plan, templates)?;
+        let (plan, bundle) = crate::render::pipeline::plan_and_render(spec, catalog, templates)?;
         return Ok(Day2Compiled { plan, bundle, changes: None });
     };
     let r = replan::replan(spec, catalog, &prev.plan)?;
