@@ -45,15 +45,51 @@ pub struct Replanned {
     pub took_from_scratch: bool,
 }
 
+/// The from-scratch plan of the same spec, solved on its own thread while the re-plan runs: it
+/// gives the price of stability, the threshold comparison and the fallback, and the re-plan
+/// waits for it only where it needs it (the result does not depend on the timing).
+struct Scratch<'s> {
+    spec: &'s Spec,
+    catalog: &'s Catalog,
+    running: Option<std::thread::ScopedJoinHandle<'s, Result<Plan, Diagnostics>>>,
+    done: Option<Result<Plan, Diagnostics>>,
+}
+
+impl Scratch<'_> {
+    fn get(&mut self) -> &Result<Plan, Diagnostics> {
+        let (running, spec, catalog) = (&mut self.running, self.spec, self.catalog);
+        self.done.get_or_insert_with(|| match running.take() {
+            Some(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            None => super::plan(spec, catalog),
+        })
+    }
+}
+
 /// Re-plans `spec` starting from `previous` (see the module docs).
 pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Replanned, Diagnostics> {
-    let scratch = super::plan(spec, catalog);
+    std::thread::scope(|s| {
+        // No thread to be had: it is solved here, when first needed.
+        let running = std::thread::Builder::new()
+            .name("gpuplan-from-scratch".to_owned())
+            .spawn_scoped(s, || super::plan(spec, catalog))
+            .ok();
+        let mut scratch = Scratch { spec, catalog, running, done: None };
+        replan_with(spec, catalog, previous, &mut scratch)
+    })
+}
+
+fn replan_with(
+    spec: &Spec,
+    catalog: &Catalog,
+    previous: &Previous,
+    scratch: &mut Scratch<'_>,
+) -> Result<Replanned, Diagnostics> {
     let mut notes = Vec::new();
-    let (fs_gpus, fs_cost) = match &scratch {
-        Ok(p) => (Some(p.quality.gpus_used), p.quality.cost_per_hour),
-        Err(_) => (None, None),
-    };
-    let finish = |mut plan: Plan, notes: Vec<String>, bound: u32, took: bool| {
+    let finish = |mut plan: Plan, notes: Vec<String>, bound: u32, took: bool, scratch: &mut Scratch<'_>| {
+        let (fs_gpus, fs_cost) = match scratch.get() {
+            Ok(p) => (Some(p.quality.gpus_used), p.quality.cost_per_hour),
+            Err(_) => (None, None),
+        };
         stabilise_names(&mut plan, previous);
         set_must_drain(&mut plan, previous);
         Replanned {
@@ -66,37 +102,51 @@ pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Rep
         }
     };
     if spec.change_policy.mode == ChangeMode::Full {
-        let plan = scratch?;
+        let plan = scratch.get().clone()?;
         notes.push("`changePolicy.mode: full`: planned from scratch".to_owned());
-        return Ok(finish(plan, notes, 0, true));
+        return Ok(finish(plan, notes, 0, true, scratch));
     }
     let problem = problem::build(spec, catalog);
     let diags = super::infeasible::unservable(&problem);
     if diags.has_errors() {
         return Err(diags);
     }
-    let (mut a, mut fresh) = from_previous(&problem, previous, &mut notes);
-    let mut remaining = trim_to_demand(&problem, &mut a, &mut notes);
+    let (mut a, mut fresh, mut displaced) = from_previous(&problem, previous, &mut notes);
+    let mut remaining = trim_to_demand(&problem, &mut a, &mut displaced, &mut notes);
     let bound = lower_bound(&problem, &a, &remaining);
+    fill_displaced(&problem, &mut a, &mut remaining, &displaced, &busy_nodes(&problem, previous));
     fill_free(&problem, &mut a, &mut remaining);
     normalise(&mut a);
     if !remaining.is_empty() {
+        if std::env::var_os("GPUPLAN_DEBUG_REPLAN").is_some() {
+            for (m, x) in &remaining {
+                eprintln!(
+                    "replan: still missing {} × {:?} of `{}` (displaced {:?}), options {:?}",
+                    x.replicas,
+                    x.rps,
+                    problem.models[*m].name(),
+                    displaced.get(m),
+                    problem.models[*m].options.iter().map(|o| (o.pool, o.kind)).collect::<Vec<_>>()
+                );
+            }
+        }
         match repartition(spec, catalog, &problem, &mut a, &remaining, &mut fresh) {
             Some(n) => notes
                 .push(format!("{n} node(s) re-planned with the planner so that every replica has a place")),
             None => {
-                let plan = scratch?;
+                let plan = scratch.get().clone()?;
                 notes.push(
                     "the missing replicas found no place on a subset of the nodes: planned from scratch"
                         .to_owned(),
                 );
-                return Ok(finish(plan, notes, bound, true));
+                return Ok(finish(plan, notes, bound, true, scratch));
             }
         }
     }
     recount(&problem, &mut a);
     trim_autoscaled(&problem, &mut a);
-    let scratch_ref = scratch.as_ref().ok();
+    let scratch_plan = scratch.get().as_ref().ok().cloned();
+    let scratch_ref = scratch_plan.as_ref();
     let fig = Figures {
         lower_bound: scratch_ref.map_or(0, |p| p.quality.lower_bound),
         model_lower_bound: scratch_ref.map_or(0, |p| p.quality.model_lower_bound),
@@ -114,12 +164,12 @@ pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Rep
         Ok(p) => p,
         Err(e) => {
             notes.push(format!("the kept plan could not be built ({e}): planned from scratch"));
-            return Ok(finish(scratch?, notes, bound, true));
+            return Ok(finish(scratch.get().clone()?, notes, bound, true, scratch));
         }
     };
     if let Some(fs) = scratch_ref {
         if same_placement(&kept, fs) {
-            return Ok(finish(fs.clone(), notes, bound, true));
+            return Ok(finish(fs.clone(), notes, bound, true, scratch));
         }
         let policy = &spec.change_policy;
         let gpu_saving = i64::from(kept.quality.gpus_used) - i64::from(fs.quality.gpus_used);
@@ -132,10 +182,10 @@ pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Rep
                 "a from-scratch plan saves {gpu_saving} GPU(s){}, which reaches `changePolicy`'s threshold: re-optimised",
                 cost_saving.map_or_else(String::new, |s| format!(" and {s:.2}/h"))
             ));
-            return Ok(finish(fs.clone(), notes, bound, true));
+            return Ok(finish(fs.clone(), notes, bound, true, scratch));
         }
     }
-    Ok(finish(kept, notes, bound, false))
+    Ok(finish(kept, notes, bound, false, scratch))
 }
 
 /// Whether two plans place the same: nodes, GPUs, tenants, configs and replica groups.
@@ -225,16 +275,36 @@ fn node_devs(
     Ok(devs)
 }
 
+/// Replicas per model that must move whatever the policy: their node left the inventory or is
+/// planned afresh, or the manifest no longer admits them where they ran.
+type Displaced = BTreeMap<usize, u32>;
+
+/// Counts the replicas of a previous node's tenants as displaced (a multi-GPU replica once).
+fn displace(problem: &Problem<'_>, node: &PrevNode, displaced: &mut Displaced) {
+    let mut tenants: BTreeMap<usize, u32> = BTreeMap::new();
+    for t in node.gpus.iter().flat_map(|g| &g.tenants) {
+        if let Some(m) = problem.models.iter().position(|x| x.name() == t.model) {
+            *tenants.entry(m).or_insert(0) += 1;
+        }
+    }
+    for (m, n) in tenants {
+        let per = problem.models[m].spec.gpus.unwrap_or(1).max(1);
+        *displaced.entry(m).or_insert(0) += n.div_ceil(per);
+    }
+}
+
 /// Step (a), first half: the previous placement mapped onto the new problem. Returns the
-/// assignment and, per pool, the nodes that had no usable previous state.
+/// assignment, per pool the nodes that had no usable previous state, and the replicas displaced
+/// by nodes that left or are planned afresh.
 fn from_previous(
     problem: &Problem<'_>,
     previous: &Previous,
     notes: &mut Vec<String>,
-) -> (Assignment, BTreeSet<(usize, usize)>) {
+) -> (Assignment, BTreeSet<(usize, usize)>, Displaced) {
     let prev_nodes = previous.nodes();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut fresh = BTreeSet::new();
+    let mut displaced = Displaced::new();
     let mut a = Assignment::default();
     for (pi, pool) in problem.pools.iter().enumerate() {
         let count = if pool.autoscaled { pool.max_nodes as usize } else { pool.named.len() };
@@ -254,6 +324,7 @@ fn from_previous(
                             pp.gpu, pool.gpu.id
                         ));
                         fresh.insert((pi, ni));
+                        displace(problem, pn, &mut displaced);
                     } else {
                         if pp.name != pool.name() {
                             notes.push(format!(
@@ -271,6 +342,7 @@ fn from_previous(
                             Err(why) => {
                                 notes.push(format!("node `{name}`: {why}; it is planned afresh"));
                                 fresh.insert((pi, ni));
+                                displace(problem, pn, &mut displaced);
                             }
                         }
                     }
@@ -282,6 +354,9 @@ fn from_previous(
     }
     for (name, (pp, pn)) in &prev_nodes {
         let replicas: usize = pn.gpus.iter().map(|g| g.tenants.len()).sum();
+        if !seen.contains(name) {
+            displace(problem, pn, &mut displaced);
+        }
         if !seen.contains(name) && (replicas > 0 || !pp.autoscaled) {
             notes.push(format!(
                 "node `{name}` (pool `{}`) is no longer in the inventory; its {replicas} replica slot(s) are placed elsewhere",
@@ -294,7 +369,7 @@ fn from_previous(
             notes.push(format!("model `{}` was removed: its replicas are stopped", m.name));
         }
     }
-    (a, fresh)
+    (a, fresh, displaced)
 }
 
 /// What is still missing of a model's demand.
@@ -375,6 +450,7 @@ fn remove(problem: &Problem<'_>, a: &mut Assignment, m: usize, slot: Slot) {
 fn trim_to_demand(
     problem: &Problem<'_>,
     a: &mut Assignment,
+    displaced: &mut Displaced,
     notes: &mut Vec<String>,
 ) -> BTreeMap<usize, Missing> {
     let mut missing = BTreeMap::new();
@@ -410,6 +486,7 @@ fn trim_to_demand(
             dropped += 1;
         }
         if dropped > 0 {
+            *displaced.entry(m).or_insert(0) += dropped;
             notes.push(format!(
                 "{dropped} replica(s) of `{}` no longer fit the manifest where they ran and are re-placed",
                 mc.name()
@@ -482,6 +559,194 @@ fn lower_bound(problem: &Problem<'_>, a: &Assignment, missing: &BTreeMap<usize, 
     };
     let stuck = missing.keys().any(|&m| !problem.models[m].options.iter().any(|o| exists(o.pool, o.kind)));
     u32::from(stuck)
+}
+
+/// Nodes (pool, index) that ran a replica in the previous plan.
+fn busy_nodes(problem: &Problem<'_>, previous: &Previous) -> BTreeSet<(usize, usize)> {
+    let prev = previous.nodes();
+    let mut out = BTreeSet::new();
+    for (pi, pool) in problem.pools.iter().enumerate() {
+        let count = if pool.autoscaled { pool.max_nodes as usize } else { pool.named.len() };
+        for ni in 0..count {
+            let busy = prev
+                .get(pool.node_name(ni).as_str())
+                .is_some_and(|(_, pn)| pn.gpus.iter().any(|g| !g.tenants.is_empty()));
+            if busy {
+                out.insert((pi, ni));
+            }
+        }
+    }
+    out
+}
+
+/// The options of model `m`, cheapest share first (size weighted by the pool's price);
+/// rate models: most requests per second per weighted share first.
+fn cheapest_first<'p>(problem: &'p Problem<'_>, m: usize) -> Vec<&'p problem::Opt> {
+    let mut opts: Vec<&problem::Opt> = problem.models[m].options.iter().collect();
+    let share = |o: &problem::Opt| o.size * problem.pools[o.pool].weight.max(1e-9);
+    opts.sort_by(|x, y| {
+        let kx = x.rps.map_or(share(x), |r| -r / share(x).max(1e-9));
+        let ky = y.rps.map_or(share(y), |r| -r / share(y).max(1e-9));
+        kx.total_cmp(&ky).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+    });
+    opts
+}
+
+/// Step (b), displaced replicas first: replicas that must move anyway (their node left or is
+/// planned afresh, or the manifest no longer admits them where they ran) are placed
+/// economically. Besides configured free capacity they may use GPUs that are unused now, laid
+/// out afresh: MIG instances (packed onto the GPUs this step lays out), time-slices where the
+/// node already time-slices with that count or ran nothing before, whole GPUs. An unused GPU
+/// runs no pod, so configuring it drains nothing ([`set_must_drain`]); a GPU that runs
+/// replicas keeps its layout. Other missing replicas (more demand) go to [`fill_free`], which
+/// changes no layout at all.
+fn fill_displaced(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    missing: &mut BTreeMap<usize, Missing>,
+    displaced: &Displaced,
+    busy: &BTreeSet<(usize, usize)>,
+) {
+    // Largest replicas first: they are the hardest to pack.
+    let mut models: Vec<usize> =
+        missing.keys().copied().filter(|m| displaced.get(m).is_some_and(|&d| d > 0)).collect();
+    let smallest = |m: usize| problem.models[m].options.iter().map(|o| o.size).fold(f64::INFINITY, f64::min);
+    models.sort_by(|&x, &y| smallest(y).total_cmp(&smallest(x)).then(x.cmp(&y)));
+    let mut laid_out: BTreeSet<(usize, usize, usize)> = BTreeSet::new();
+    for m in models {
+        let opts = cheapest_first(problem, m);
+        // Rate models: smaller replicas than the displaced ones may be needed to cover the rate.
+        let d = displaced.get(&m).copied().unwrap_or(0);
+        let mut budget = match problem.models[m].need {
+            Need::Replicas(_) => d,
+            Need::Rate { .. } => d.saturating_mul(8).saturating_add(8),
+        };
+        while budget > 0 {
+            let Some(miss) = missing.get_mut(&m) else { break };
+            if miss.replicas == 0 && miss.rps <= 1e-9 {
+                break;
+            }
+            let useful = |o: &&problem::Opt| miss.replicas > 0 || o.rps.unwrap_or(0.0) > 0.0;
+            let fixed = || opts.iter().copied().filter(useful);
+            let mut placed = None;
+            for o in fixed() {
+                if assign::place(problem, a, m, o.pool, o.kind, assign::Mode::Fixed, usize::MAX) {
+                    placed = Some(o);
+                    break;
+                }
+            }
+            for grow_new in [false, true] {
+                if placed.is_some() {
+                    break;
+                }
+                placed = fixed().find(|o| lay_out(problem, a, m, o.pool, o.kind, grow_new, &mut laid_out, busy));
+            }
+            let Some(o) = placed else { break };
+            miss.replicas = miss.replicas.saturating_sub(1);
+            miss.rps = (miss.rps - o.rps.unwrap_or(0.0)).max(0.0);
+            budget -= 1;
+        }
+    }
+    missing.retain(|_, x| x.replicas > 0 || x.rps > 1e-9);
+}
+
+/// Places one replica of `m` on GPUs laid out in this step: with `on_unused`, a GPU unused now
+/// gets a new MIG layout, time-slicing or a whole-GPU tenant; without, a MIG GPU laid out
+/// earlier in this step gets one more instance. Returns whether it placed.
+#[allow(clippy::too_many_arguments)]
+fn lay_out(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    m: usize,
+    pi: usize,
+    kind: Kind,
+    on_unused: bool,
+    laid_out: &mut BTreeSet<(usize, usize, usize)>,
+    busy: &BTreeSet<(usize, usize)>,
+) -> bool {
+    let pool = &problem.pools[pi];
+    let spread = problem.models[m].spec.spread;
+    let Some(pa) = a.pools.get_mut(pi) else { return false };
+    for (ni, n) in pa.nodes.iter_mut().enumerate() {
+        if (spread == Spread::Node && n.hosts(m)) || n.has_mig_ts() {
+            continue;
+        }
+        match kind {
+            Kind::Mig(q) => {
+                for gi in 0..n.gpus.len() {
+                    let before = n.gpus[gi].clone();
+                    if spread != Spread::None && assign::dev_hosts(&before, m) {
+                        continue;
+                    }
+                    let next = match &before {
+                        Dev::Unused if on_unused => {
+                            let mut c = vec![0u8; pool.profiles.len()];
+                            c[q] = 1;
+                            Some(Dev::Mig { counts: c, tenants: vec![(q, m)] })
+                        }
+                        Dev::Mig { counts, tenants } if !on_unused && laid_out.contains(&(pi, ni, gi)) => {
+                            let mut c = counts.clone();
+                            c[q] = c[q].saturating_add(1);
+                            let mut t = tenants.clone();
+                            t.push((q, m));
+                            Some(Dev::Mig { counts: c, tenants: t })
+                        }
+                        _ => None,
+                    };
+                    let Some(next) = next else { continue };
+                    if let Dev::Mig { counts, .. } = &next
+                        && !pool.fits(counts)
+                    {
+                        continue;
+                    }
+                    n.gpus[gi] = next;
+                    if problem.mig_spread_models && !n.mig_spread_ok(problem) {
+                        n.gpus[gi] = before;
+                        continue;
+                    }
+                    laid_out.insert((pi, ni, gi));
+                    return true;
+                }
+            }
+            Kind::TimeSliced(k) if on_unused => {
+                // The node's sharing config changes only where it ran nothing before.
+                let sharing_ok = match n.ts_k() {
+                    Some(x) => x == k,
+                    None => !busy.contains(&(pi, ni)) && !n.used(),
+                };
+                if n.has_whole() || !sharing_ok || (spread == Spread::Gpu && n.hosts_shared(m)) {
+                    continue;
+                }
+                if let Some(gi) = n.gpus.iter().position(|d| *d == Dev::Unused) {
+                    n.gpus[gi] = Dev::Ts { k, tenants: vec![m] };
+                    laid_out.insert((pi, ni, gi));
+                    return true;
+                }
+            }
+            Kind::Whole(c) if on_unused => {
+                if n.ts_k().is_some() {
+                    continue;
+                }
+                let free: Vec<usize> = n
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| **d == Dev::Unused)
+                    .map(|(i, _)| i)
+                    .take(c as usize)
+                    .collect();
+                if free.len() == c as usize {
+                    for gi in free {
+                        n.gpus[gi] = Dev::Whole { tenant: Some(m) };
+                        laid_out.insert((pi, ni, gi));
+                    }
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Step (b): places missing replicas on capacity that is already configured, without changing
@@ -868,28 +1133,54 @@ fn sorted_profiles<'a>(profiles: impl Iterator<Item = &'a String>) -> Vec<String
     v
 }
 
-/// Sets `must_drain` on every node whose MIG layout or device-plugin sharing differs from the
-/// previous plan's (nodes new to the plan run nothing yet and need no drain), and keeps it where
-/// the plan already differs from the manifest's `current` layout of the node: `current` is the
-/// user's word for what runs today, and stays authoritative until the user updates it after the
-/// drain, so an unchanged manifest keeps a pending drain (and its held-back label patch).
+/// How a node's configuration changes against the previous plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeChange {
+    /// Same MIG layout per GPU and same device-plugin sharing.
+    None,
+    /// Only GPUs that ran nothing in the previous plan change, and the sharing config changes
+    /// only on a node that ran nothing: no pod is disturbed, no drain.
+    IdleOnly,
+    /// A GPU that ran replicas changes its layout, or the sharing config of a node that ran
+    /// replicas changes: the node is drained first.
+    Drain,
+}
+
+/// Compares a node of the new plan with its previous state (`None`: new to the plan).
+pub fn node_change(
+    n: &crate::plan::NodePlan,
+    configs: &BTreeMap<String, crate::plan::DevicePluginConfig>,
+    previous: &Previous,
+    pn: Option<&PrevNode>,
+) -> NodeChange {
+    let Some(pn) = pn else { return NodeChange::None };
+    let sharing_new = configs.get(&n.device_plugin_config).map(|c| c.time_slicing.clone());
+    let sharing_old =
+        previous.device_plugin_configs.get(&pn.device_plugin_config).map(|c| c.time_slicing.clone());
+    let busy = |i: usize| pn.gpus.get(i).is_some_and(|g| !g.tenants.is_empty());
+    let node_busy = pn.gpus.iter().any(|g| !g.tenants.is_empty());
+    let (new, old) = (layout_of_plan(n), layout_of_prev(pn));
+    let sharing_changed = sharing_new.unwrap_or_default() != sharing_old.unwrap_or_default();
+    if new == old && !sharing_changed {
+        return NodeChange::None;
+    }
+    let gpu_drain = new.len() != old.len() && node_busy
+        || new.iter().zip(&old).enumerate().any(|(i, (x, y))| x != y && busy(i));
+    if gpu_drain || (sharing_changed && node_busy) { NodeChange::Drain } else { NodeChange::IdleOnly }
+}
+
+/// Sets `must_drain` on every node where [`node_change`] says so: a GPU that ran replicas
+/// changes its MIG layout, or the device-plugin sharing of a node that ran replicas changes
+/// (nodes new to the plan, and GPUs that ran nothing, need no drain). It keeps `must_drain`
+/// where the plan already differs from the manifest's `current` layout of the node: `current`
+/// is the user's word for what runs today, and stays authoritative until the user updates it
+/// after the drain, so an unchanged manifest keeps a pending drain (and its held-back label
+/// patch).
 pub fn set_must_drain(plan: &mut Plan, previous: &Previous) {
     let prev = previous.nodes();
     let configs = plan.device_plugin_configs.clone();
     for n in plan.pools.iter_mut().flat_map(|p| &mut p.nodes) {
-        let against_current = n.must_drain;
-        n.must_drain = against_current
-            || match prev.get(n.name.as_str()) {
-                None => false,
-                Some((_, pn)) => {
-                    let sharing_new = configs.get(&n.device_plugin_config).map(|c| c.time_slicing.clone());
-                    let sharing_old = previous
-                        .device_plugin_configs
-                        .get(&pn.device_plugin_config)
-                        .map(|c| c.time_slicing.clone());
-                    let norm = |s: Option<BTreeMap<String, u32>>| s.unwrap_or_default();
-                    layout_of_plan(n) != layout_of_prev(pn) || norm(sharing_new) != norm(sharing_old)
-                }
-            };
+        let pn = prev.get(n.name.as_str()).map(|(_, pn)| *pn);
+        n.must_drain = n.must_drain || node_change(n, &configs, previous, pn) == NodeChange::Drain;
     }
 }

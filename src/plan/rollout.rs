@@ -31,6 +31,10 @@ pub struct Changes {
     pub models_changed: Vec<ModelChange>,
     /// Nodes whose MIG layout or device-plugin config changes (they are drained).
     pub nodes_repartitioned: Vec<String>,
+    /// Nodes whose MIG layout or sharing changes only on GPUs that ran nothing (no drain; their
+    /// labels sync with the bundle).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes_configured: Vec<String>,
     /// A cheap lower bound on how many nodes any re-plan had to re-partition.
     pub repartition_lower_bound: u32,
     /// Replicas that stop on one node and start on another.
@@ -76,6 +80,7 @@ impl Changes {
             && self.models_removed.is_empty()
             && self.models_changed.is_empty()
             && self.nodes_repartitioned.is_empty()
+            && self.nodes_configured.is_empty()
             && self.gpus_before == self.gpus_after
     }
 }
@@ -283,6 +288,23 @@ pub fn changes(
     ch.nodes_repartitioned =
         plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.clone()).collect();
     ch.nodes_repartitioned.sort();
+    let prev_nodes = prev.nodes();
+    ch.nodes_configured = plan
+        .pools
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .filter(|n| {
+            !n.must_drain
+                && super::replan::node_change(
+                    n,
+                    &plan.device_plugin_configs,
+                    prev,
+                    prev_nodes.get(n.name.as_str()).map(|(_, pn)| *pn),
+                ) != super::replan::NodeChange::None
+        })
+        .map(|n| n.name.clone())
+        .collect();
+    ch.nodes_configured.sort();
     ch.waves = waves(&old, &new, &ch.nodes_repartitioned, budgets);
     ch
 }
@@ -491,6 +513,12 @@ pub fn summary_lines(ch: &Changes) -> String {
             ch.nodes_repartitioned.len(),
             ch.repartition_lower_bound,
             ch.nodes_repartitioned.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !ch.nodes_configured.is_empty() {
+        s.push_str(&format!(
+            "- nodes configured on idle GPUs only (no drain): {}\n",
+            ch.nodes_configured.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ));
     }
     s.push_str(&format!("- replicas moved: {}\n", ch.replicas_moved));

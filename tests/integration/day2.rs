@@ -38,9 +38,19 @@ struct Model {
 
 #[derive(Clone, Debug)]
 struct Fleet {
+    /// (pool, GPU, GPUs per node, nodes, cost per GPU-hour; 0 = unpriced).
     pools: Vec<(String, &'static str, u32, Vec<String>, f64)>,
     models: Vec<Model>,
 }
+
+/// GPUs the random fleets draw from: MIG-capable and not, 4 or 8 per node, with a price.
+const GPUS: [(&str, &str, u32, f64, u32); 5] = [
+    ("a100", "A100-SXM4-80GB", 8, 1.8, 80),
+    ("h100", "H100-SXM5-80GB", 8, 3.2, 80),
+    ("l4", "L4", 4, 0.7, 24),
+    ("a10", "A10", 4, 0.9, 24),
+    ("a30", "A30", 4, 1.1, 24),
+];
 
 impl Fleet {
     fn random(seed: u64) -> Self {
@@ -70,15 +80,54 @@ impl Fleet {
         Fleet { pools, models }
     }
 
+    /// A wider fleet for the edit sequences: 2 to 4 GPU types, priced or not, 1 to 3 nodes each,
+    /// models with MIG, time-slicing (`shared`) and whole-GPU (`dedicated`) isolation.
+    fn random_wide(seed: u64) -> Self {
+        let mut r = Rng(seed.wrapping_mul(0xD134_2543_DE82_EF95) | 1);
+        let priced = r.below(2) == 0;
+        let types = 2 + r.below(3) as usize;
+        let first = r.below(GPUS.len() as u64) as usize;
+        let mut pools = Vec::new();
+        for i in 0..types {
+            let (name, gpu, gpn, cost, _) = GPUS[(first + i) % GPUS.len()];
+            let nodes = 1 + r.below(3) as usize;
+            let names = (1..=nodes).map(|n| format!("{name}-n{n}")).collect();
+            pools.push((name.to_owned(), gpu, gpn, names, if priced { cost } else { 0.0 }));
+        }
+        let smallest = pools
+            .iter()
+            .filter_map(|p| GPUS.iter().find(|g| g.1 == p.1).map(|g| g.4))
+            .min()
+            .unwrap_or(24);
+        let n = 3 + r.below(6) as usize;
+        let models = (0..n).map(|i| Self::random_model(&mut r, format!("m{i}"), smallest)).collect();
+        Fleet { pools, models }
+    }
+
+    fn random_model(r: &mut Rng, name: String, max_gib: u32) -> Model {
+        let memory_gib = [4, 5, 8, 10, 18, 20][r.below(6) as usize].min(max_gib.saturating_sub(4).max(1));
+        Model {
+            name,
+            memory_gib,
+            compute: [0.05, 0.1, 0.2, 0.3][r.below(4) as usize],
+            replicas: 1 + r.below(3) as u32,
+            isolation: ["hardware", "hardware", "shared", "shared", "dedicated"][r.below(5) as usize],
+            spread: ["none", "none", "node", "gpu"][r.below(4) as usize],
+        }
+    }
+
     fn yaml(&self) -> String {
         let mut s = String::from(
             "apiVersion: gpuplan.io/v1alpha1\nkind: GpuPlan\nmetadata:\n  name: day2\ncluster:\n  namespace: inference\ninventory:\n  pools:\n",
         );
         for (name, gpu, gpn, nodes, cost) in &self.pools {
             s.push_str(&format!(
-                "    - name: {name}\n      gpu: {gpu}\n      gpusPerNode: {gpn}\n      nodes: [{}]\n      costPerGpuHour: {cost}\n",
+                "    - name: {name}\n      gpu: {gpu}\n      gpusPerNode: {gpn}\n      nodes: [{}]\n",
                 nodes.join(", ")
             ));
+            if *cost > 0.0 {
+                s.push_str(&format!("      costPerGpuHour: {cost}\n"));
+            }
         }
         s.push_str("models:\n");
         for m in &self.models {
@@ -179,6 +228,50 @@ fn repartitioned(before: &serde_json::Value, after: &serde_json::Value) -> BTree
     let a = layouts(before);
     let b = layouts(after);
     b.iter().filter(|(n, l)| a.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n.clone()).collect()
+}
+
+/// Nodes that must be drained between two plans, by the rule of docs/planner.md ("Day 2"): a
+/// GPU that ran a replica changes its MIG layout, or the device-plugin sharing of a node that
+/// ran a replica changes. GPUs that ran nothing may be laid out without a drain.
+fn drained_by_rule(before: &serde_json::Value, after: &serde_json::Value) -> BTreeSet<String> {
+    let nodes = |p: &serde_json::Value| -> BTreeMap<String, serde_json::Value> {
+        p["pools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p["nodes"].as_array().into_iter().flatten())
+            .map(|n| (n["name"].as_str().unwrap_or("").to_owned(), n.clone()))
+            .collect()
+    };
+    let profiles = |g: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = g["mode"]["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["profile"].as_str().unwrap_or("").to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let sharing = |p: &serde_json::Value, n: &serde_json::Value| {
+        let t = &p["devicePluginConfigs"][n["devicePluginConfig"].as_str().unwrap_or("")]["timeSlicing"];
+        if t.is_null() { serde_json::json!({}) } else { t.clone() }
+    };
+    let (old, new) = (nodes(before), nodes(after));
+    let mut out = BTreeSet::new();
+    for (name, n) in &new {
+        let Some(o) = old.get(name) else { continue };
+        let og: Vec<serde_json::Value> = o["gpus"].as_array().cloned().unwrap_or_default();
+        let ng: Vec<serde_json::Value> = n["gpus"].as_array().cloned().unwrap_or_default();
+        let busy = |g: &serde_json::Value| g["tenants"].as_array().is_some_and(|t| !t.is_empty());
+        let node_busy = og.iter().any(busy);
+        let gpu_changed = og.len() != ng.len() && node_busy
+            || og.iter().zip(&ng).any(|(a, b)| busy(a) && profiles(a) != profiles(b));
+        if gpu_changed || (node_busy && sharing(before, o) != sharing(after, n)) {
+            out.insert(name.clone());
+        }
+    }
+    out
 }
 
 fn must_drain(plan: &serde_json::Value) -> BTreeSet<String> {
@@ -466,8 +559,8 @@ fn other_changes_repartition_only_reported_nodes_and_waves_keep_budgets() {
             continue;
         }
         let after = plan_json(&d.0.join("out"));
-        let changed = repartitioned(&before, &after);
-        assert_eq!(changed, must_drain(&after), "seed {seed}: mustDrain is not the set of changed nodes");
+        let changed = drained_by_rule(&before, &after);
+        assert_eq!(changed, must_drain(&after), "seed {seed}: mustDrain is not the set of nodes to drain");
         let reported: BTreeSet<String> = after["changes"]["nodesRepartitioned"]
             .as_array()
             .into_iter()
@@ -489,6 +582,170 @@ fn other_changes_repartition_only_reported_nodes_and_waves_keep_budgets() {
             assert!(bad.is_empty(), "seed {seed}: {bad:?}");
         }
     }
+}
+
+/// How many random fleets [`random_edit_sequences_keep_the_guarantees`] tries: 3 in CI,
+/// more with `GPUPLAN_DAY2_CASES=<n>` when hunting for failures locally.
+fn sequence_cases() -> u64 {
+    std::env::var("GPUPLAN_DAY2_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
+}
+
+/// An edit of a random sequence and the guarantee it comes with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Edit {
+    /// One replica fewer, or a model removed: exit 0, no node's layout changes, nothing drained.
+    Less,
+    /// One replica more of a model with an unused GPU it may use (a node without time-slicing,
+    /// memory that fits, no spread): no node's layout changes.
+    MoreOnSpare,
+    /// A model added, more replicas without spare capacity, a node removed, memory changed: the
+    /// nodes drained are exactly those the rule says, and they are reported.
+    Other,
+}
+
+/// Whether `plan` has an unused GPU on a node without time-slicing in a pool whose GPU has at
+/// least `gib` of memory.
+fn spare_whole_gpu(plan: &serde_json::Value, fleet: &Fleet, gib: u32) -> bool {
+    plan["pools"].as_array().into_iter().flatten().any(|p| {
+        let mem = fleet
+            .pools
+            .iter()
+            .find(|x| p["name"] == x.0.as_str())
+            .and_then(|x| GPUS.iter().find(|g| g.1 == x.1))
+            .map_or(0, |g| g.4);
+        mem >= gib + 2
+            && p["nodes"].as_array().into_iter().flatten().any(|n| {
+                let ts = !plan["devicePluginConfigs"][n["devicePluginConfig"].as_str().unwrap_or("")]
+                    ["timeSlicing"]
+                    .as_object()
+                    .is_none_or(|t| t.is_empty());
+                !ts && n["gpus"].as_array().into_iter().flatten().any(|g| g["mode"]["mode"] == "unused")
+            })
+    })
+}
+
+fn random_edit(fleet: &Fleet, plan: &serde_json::Value, r: &mut Rng, step: usize) -> (String, Edit, Fleet) {
+    let mut f = fleet.clone();
+    let mi = r.below(f.models.len() as u64) as usize;
+    match r.below(7) {
+        0 if f.models[mi].replicas > 1 => {
+            f.models[mi].replicas -= 1;
+            (format!("{}: replicas -1", f.models[mi].name), Edit::Less, f)
+        }
+        1 if f.models.len() > 1 => {
+            let m = f.models.remove(mi);
+            (format!("{}: removed", m.name), Edit::Less, f)
+        }
+        2 | 3 => {
+            let m = &mut f.models[mi];
+            m.replicas += 1;
+            let spare = m.spread == "none" && spare_whole_gpu(plan, fleet, m.memory_gib);
+            let what = format!("{}: replicas +1{}", m.name, if spare { " (spare capacity)" } else { "" });
+            (what, if spare { Edit::MoreOnSpare } else { Edit::Other }, f)
+        }
+        4 => {
+            let max_gib = fleet
+                .pools
+                .iter()
+                .filter_map(|p| GPUS.iter().find(|g| g.1 == p.1).map(|g| g.4))
+                .min()
+                .unwrap_or(24);
+            let m = Fleet::random_model(r, format!("added{step}"), max_gib);
+            f.models.push(m);
+            (format!("added{step}: added"), Edit::Other, f)
+        }
+        5 => {
+            let pi = r.below(f.pools.len() as u64) as usize;
+            let pool = f.pools[pi].0.clone();
+            let nodes = &mut f.pools[pi].3;
+            if nodes.len() > 1 {
+                let n = nodes.remove(r.below(nodes.len() as u64) as usize);
+                (format!("node {n} removed"), Edit::Other, f)
+            } else {
+                nodes.push(format!("{pool}-x{step}"));
+                (format!("node added to {pool}"), Edit::Other, f)
+            }
+        }
+        _ => {
+            let m = &mut f.models[mi];
+            m.memory_gib = if r.below(2) == 0 { m.memory_gib + 2 } else { m.memory_gib.saturating_sub(2).max(1) };
+            (format!("{}: memory {} GiB", m.name, m.memory_gib), Edit::Other, f)
+        }
+    }
+}
+
+/// Random fleets (several GPU types, priced or not, MIG, time-slicing and whole GPUs), each
+/// edited six times in sequence through the CLI; every edit is checked against its guarantee,
+/// the rollout waves against the PodDisruptionBudgets, and a recompile of the unchanged
+/// manifest must change no file.
+#[test]
+fn random_edit_sequences_keep_the_guarantees() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for seed in 1000..1000 + sequence_cases() {
+        let d = Dir::new(&format!("seq-{seed}"));
+        let mut fleet = Fleet::random_wide(seed);
+        let mut r = Rng(seed.wrapping_mul(0xA24B_AED4_963E_E407) | 1);
+        if compile(&d.0, &fleet, "out", &[]).0 != 0 {
+            continue;
+        }
+        for step in 0..6 {
+            let _ = std::fs::remove_dir_all(d.0.join("before"));
+            copy_dir(&d.0.join("out"), &d.0.join("before"));
+            let before = plan_json(&d.0.join("out"));
+            let (what, kind, edited) = random_edit(&fleet, &before, &mut r, step);
+            let tag = format!("seed {seed}, edit {step} ({what})");
+            let (code, _) = compile(&d.0, &edited, "out", &[]);
+            if code != 0 {
+                if kind == Edit::Less {
+                    failures.push(format!("{tag}: exit {code}"));
+                }
+                continue;
+            }
+            checked += 1;
+            let after = plan_json(&d.0.join("out"));
+            let drained = must_drain(&after);
+            match kind {
+                Edit::Less | Edit::MoreOnSpare => {
+                    let changed = repartitioned(&before, &after);
+                    if !changed.is_empty() || !drained.is_empty() {
+                        failures.push(format!("{tag}: layouts changed on {changed:?}, drained {drained:?}"));
+                    }
+                }
+                Edit::Other => {
+                    let rule = drained_by_rule(&before, &after);
+                    let reported: BTreeSet<String> = after["changes"]["nodesRepartitioned"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|n| n.as_str().unwrap_or("").to_owned())
+                        .collect();
+                    if rule != drained || (after["changes"].is_object() && reported != drained) {
+                        failures.push(format!(
+                            "{tag}: rule says {rule:?}, mustDrain {drained:?}, reported {reported:?}"
+                        ));
+                    }
+                }
+            }
+            let flagged = after["changes"]["waves"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|w| w["belowBudget"].as_array().is_some_and(|b| !b.is_empty()));
+            let bad = check_waves(&d.0.join("before"), &d.0.join("out"));
+            if !flagged && !bad.is_empty() {
+                failures.push(format!("{tag}: waves {bad:?}"));
+            }
+            let files = read_tree(&d.0.join("out"));
+            let (again, _) = compile(&d.0, &edited, "out", &[]);
+            if again != 0 || files != read_tree(&d.0.join("out")) {
+                failures.push(format!("{tag}: recompiling the unchanged manifest changed files (exit {again})"));
+            }
+            fleet = edited;
+        }
+    }
+    assert!(checked > 0, "no edit was checked");
+    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]

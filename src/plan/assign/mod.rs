@@ -58,23 +58,23 @@ impl NodeA {
         Self { gpus: vec![Dev::Unused; gpn as usize] }
     }
 
-    fn has_whole(&self) -> bool {
+    pub(crate) fn has_whole(&self) -> bool {
         self.gpus.iter().any(|d| matches!(d, Dev::Whole { .. }))
     }
 
     /// The time-slicing replica count of this node's whole GPUs, if any is time-sliced.
-    fn ts_k(&self) -> Option<u32> {
+    pub(crate) fn ts_k(&self) -> Option<u32> {
         self.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None })
     }
 
-    fn hosts(&self, m: usize) -> bool {
+    pub(crate) fn hosts(&self, m: usize) -> bool {
         self.gpus.iter().any(|d| dev_hosts(d, m))
     }
 
     /// Whether a time-sliced device of this node (whole or MIG) serves model `m`. A node has
     /// one time-sliced resource at most (one k for whole GPUs; MIG time-slicing nodes hold one
     /// profile), so this is "on the same shared resource".
-    fn hosts_shared(&self, m: usize) -> bool {
+    pub(crate) fn hosts_shared(&self, m: usize) -> bool {
         self.gpus.iter().any(|d| matches!(d, Dev::Ts { .. } | Dev::MigTs { .. }) && dev_hosts(d, m))
     }
 
@@ -118,7 +118,7 @@ impl NodeA {
     }
 
     /// Whether the node is reserved for time-sliced MIG instances of one profile.
-    fn has_mig_ts(&self) -> bool {
+    pub(crate) fn has_mig_ts(&self) -> bool {
         self.gpus.iter().any(|d| matches!(d, Dev::MigTs { .. }))
     }
 
@@ -131,7 +131,7 @@ impl NodeA {
     }
 }
 
-fn dev_hosts(d: &Dev, m: usize) -> bool {
+pub(crate) fn dev_hosts(d: &Dev, m: usize) -> bool {
     match d {
         Dev::Unused => false,
         Dev::Whole { tenant } => *tenant == Some(m),
