@@ -106,6 +106,73 @@ fn edit(spec: &mut Spec, rng: &mut Rng, step: usize) -> String {
     }
 }
 
+/// The manifest text of a generated spec (the fields `gpuplan::bench::fleet` sets), for the
+/// command-line timing.
+fn manifest_yaml(spec: &Spec) -> String {
+    use gpuplan::spec::{Isolation, Spread};
+    let mut s = format!(
+        "apiVersion: gpuplan.io/v1alpha1\nkind: GpuPlan\nmetadata:\n  name: {}\ninventory:\n  pools:\n",
+        spec.name
+    );
+    for p in &spec.pools {
+        s.push_str(&format!(
+            "    - name: {}\n      gpu: {}\n      gpusPerNode: {}\n",
+            p.name, p.gpu, p.gpus_per_node
+        ));
+        if let Nodes::Named(names) = &p.nodes {
+            s.push_str(&format!("      nodes: [{}]\n", names.join(", ")));
+        }
+        if let Some(c) = p.cost_per_gpu_hour {
+            s.push_str(&format!("      costPerGpuHour: {c}\n"));
+        }
+    }
+    s.push_str("models:\n");
+    for m in &spec.models {
+        let Demand::Replicas(n) = m.demand else { continue };
+        s.push_str(&format!(
+            "  - name: {}\n    image: {}\n    memory: {}MiB\n    compute: {}\n    replicas: {n}\n    isolation: {}\n    spread: {}\n",
+            m.name,
+            m.image,
+            m.memory_mib,
+            m.compute,
+            match m.isolation {
+                Isolation::Shared => "shared",
+                Isolation::Hardware => "hardware",
+                Isolation::Dedicated => "dedicated",
+            },
+            match m.spread {
+                Spread::None => "none",
+                Spread::Gpu => "gpu",
+                Spread::Node => "node",
+            },
+        ));
+        if let Some(g) = m.gpus {
+            s.push_str(&format!("    gpus: {g}\n"));
+        }
+        if m.llm {
+            s.push_str("    class: llm\n");
+        }
+        if !m.gpu_types.is_empty() {
+            s.push_str(&format!("    gpuTypes: [{}]\n", m.gpu_types.join(", ")));
+        }
+    }
+    s
+}
+
+/// Runs `gpuplan compile` (the binary in `GPUPLAN_BIN`, else `target/release/gpuplan`) and
+/// returns its wall-clock time and exit code.
+fn cli_compile(manifest: &std::path::Path, out: &std::path::Path, scratch: bool) -> (Duration, i32) {
+    let bin = std::env::var("GPUPLAN_BIN").unwrap_or_else(|_| "target/release/gpuplan".to_owned());
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("compile").arg(manifest).arg("-o").arg(out).arg("--quiet");
+    if scratch {
+        cmd.arg("--from-scratch");
+    }
+    let t = Instant::now();
+    let code = cmd.output().map_or(-1, |o| o.status.code().unwrap_or(-1));
+    (t.elapsed(), code)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -126,6 +193,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    // `--cli`: time `gpuplan compile` over the previous output against `--from-scratch`, per
+    // edit, through the binary (process start, reading, rendering and writing included).
+    let cli = args.iter().any(|a| a == "--cli");
+    let work = std::env::temp_dir().join(format!("gpuplan-replan-bench-{}", std::process::id()));
     let verbose = std::env::var_os("GPUPLAN_TRACE").is_some();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -140,6 +211,19 @@ fn main() -> ExitCode {
             continue;
         };
         let mut prev_text = serde_json::to_string(&first).unwrap_or_default();
+        let (manifest, out_dir, fresh_dir) =
+            (work.join(format!("{}.yaml", case.name)), work.join(case.name), work.join("fresh"));
+        if cli {
+            let _ = std::fs::remove_dir_all(&work);
+            let _ = std::fs::create_dir_all(&work);
+            let _ = std::fs::write(&manifest, manifest_yaml(&spec));
+            let (_, code) = cli_compile(&manifest, &out_dir, true);
+            if code != 0 {
+                let _ = writeln!(out, "| {} | first compile exited {code} | | | | | | | |", case.name);
+                continue;
+            }
+        }
+        let mut cli_ratio: Vec<f64> = Vec::new();
         let mut rng = Rng(0x5eed ^ u64::from(case.gpus));
         let (mut nodes, mut moved, mut gpus, mut cost, mut ratio, mut scratch_t) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -195,7 +279,28 @@ fn main() -> ExitCode {
                     t_scratch
                 );
             }
-            prev_text = serde_json::to_string(&r.plan).unwrap_or_default();
+            if cli {
+                let _ = std::fs::write(&manifest, manifest_yaml(&spec));
+                let (t_re, c_re) = cli_compile(&manifest, &out_dir, false);
+                let _ = std::fs::remove_dir_all(&fresh_dir);
+                let (t_fs, c_fs) = cli_compile(&manifest, &fresh_dir, true);
+                if c_re == 0 && c_fs == 0 {
+                    cli_ratio.push(t_re.as_secs_f64() / t_fs.as_secs_f64().max(1e-6));
+                }
+                if verbose {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{} #{done} cli: compile {t_re:?} (exit {c_re}) vs --from-scratch {t_fs:?} (exit {c_fs})",
+                        case.name
+                    );
+                }
+                // The CLI's own plan is the next edit's previous plan, as for a user.
+                if let Ok(text) = std::fs::read_to_string(out_dir.join("plan.json")) {
+                    prev_text = text;
+                }
+            } else {
+                prev_text = serde_json::to_string(&r.plan).unwrap_or_default();
+            }
             done += 1;
         }
         let pair = |v: &mut Vec<f64>, digits: usize| {
@@ -214,6 +319,16 @@ fn main() -> ExitCode {
             pair(&mut ratio, 2),
             Duration::from_secs_f64(median(&mut scratch_t)),
         );
+        if cli {
+            let _ = writeln!(
+                out,
+                "| {} (CLI) | {} edits | `gpuplan compile` over the previous output ÷ `--from-scratch` (median / max): {} |",
+                case.name,
+                cli_ratio.len(),
+                pair(&mut cli_ratio, 2)
+            );
+            let _ = std::fs::remove_dir_all(&work);
+        }
         let _ = out.flush();
     }
     ExitCode::SUCCESS

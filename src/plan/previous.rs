@@ -185,6 +185,23 @@ pub fn parse(text: &str) -> Result<Previous, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
+/// A previous `plan.json`: parsed, and as a JSON value for the stability rule
+/// (`render::pipeline::plan_and_render_over`).
+#[derive(Clone, Debug)]
+pub struct PreviousInput {
+    pub plan: Previous,
+    pub(crate) value: serde_json::Value,
+}
+
+impl PreviousInput {
+    /// Parses the text of a `plan.json`; the reason when it is not a plan.
+    pub fn parse(text: String) -> Result<Self, String> {
+        let plan = parse(&text)?;
+        let value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        Ok(Self { plan, value })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,18 +118,6 @@ fn replan_with(
     fill_free(&problem, &mut a, &mut remaining);
     normalise(&mut a);
     if !remaining.is_empty() {
-        if std::env::var_os("GPUPLAN_DEBUG_REPLAN").is_some() {
-            for (m, x) in &remaining {
-                eprintln!(
-                    "replan: still missing {} × {:?} of `{}` (displaced {:?}), options {:?}",
-                    x.replicas,
-                    x.rps,
-                    problem.models[*m].name(),
-                    displaced.get(m),
-                    problem.models[*m].options.iter().map(|o| (o.pool, o.kind)).collect::<Vec<_>>()
-                );
-            }
-        }
         match repartition(spec, catalog, &problem, &mut a, &remaining, &mut fresh) {
             Some(n) => notes
                 .push(format!("{n} node(s) re-planned with the planner so that every replica has a place")),
@@ -639,7 +627,8 @@ fn fill_displaced(
                 if placed.is_some() {
                     break;
                 }
-                placed = fixed().find(|o| lay_out(problem, a, m, o.pool, o.kind, grow_new, &mut laid_out, busy));
+                placed =
+                    fixed().find(|o| lay_out(problem, a, m, o.pool, o.kind, grow_new, &mut laid_out, busy));
             }
             let Some(o) = placed else { break };
             miss.replicas = miss.replicas.saturating_sub(1);
@@ -1182,5 +1171,50 @@ pub fn set_must_drain(plan: &mut Plan, previous: &Previous) {
     for n in plan.pools.iter_mut().flat_map(|p| &mut p.nodes) {
         let pn = prev.get(n.name.as_str()).map(|(_, pn)| *pn);
         n.must_drain = n.must_drain || node_change(n, &configs, previous, pn) == NodeChange::Drain;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::{A100, catalog, model, pool, spec};
+
+    /// A node removed: its small replicas are packed onto MIG instances of GPUs that ran
+    /// nothing (no whole GPU each, no drain of the nodes that keep running).
+    #[test]
+    fn displaced_replicas_are_packed_on_idle_gpus_without_a_drain() {
+        let nodes = |n: usize| (1..=n).map(|i| format!("n{i}")).collect::<Vec<_>>();
+        let models: Vec<_> = (0..6).map(|i| model(&format!("m{i}"), 9 * 1024, 0.1, 2)).collect();
+        let before = spec("t", vec![pool("a", A100, 2, nodes(4))], models.clone());
+        let cat = catalog();
+        let first = super::super::plan(&before, &cat).expect("plans");
+        let prev =
+            crate::plan::previous::parse(&serde_json::to_string(&first).expect("json")).expect("reads");
+        // Remove the first node that runs replicas.
+        let busy = first.pools[0]
+            .nodes
+            .iter()
+            .find(|n| n.gpus.iter().any(|g| !g.tenants.is_empty()))
+            .map(|n| n.name.clone())
+            .expect("a busy node");
+        let after = spec(
+            "t",
+            vec![pool("a", A100, 2, nodes(4).into_iter().filter(|n| *n != busy).collect())],
+            models,
+        );
+        let r = replan(&after, &cat, &prev).expect("re-plans");
+        let fs = r.from_scratch_gpus.expect("from scratch");
+        assert!(
+            r.plan.quality.gpus_used <= fs + 1,
+            "{} GPUs against {fs} from scratch",
+            r.plan.quality.gpus_used
+        );
+        assert!(r.plan.pools.iter().flat_map(|p| &p.nodes).all(|n| !n.must_drain));
+        for g in r.plan.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus) {
+            assert!(
+                !matches!(g.mode, GpuMode::Whole) || g.tenants.is_empty(),
+                "a small replica on a whole GPU"
+            );
+        }
     }
 }

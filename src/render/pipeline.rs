@@ -6,11 +6,20 @@
 //! way, or the diagnostics of the stage that refused the input, with the [`Sources`] they point
 //! into. `gpuplan compile`, `check`, `diff`, `validate` and the tests all go through here; the
 //! command layer only reads files and hands the bundle to [`crate::emit`].
+//!
+//! Day 2 ([`plan_and_render_over`]): with the previous `plan.json`, the chain is re-plan →
+//! render → changes (the rollout waves read the PodDisruptionBudgets of the rendered bundle) →
+//! render again when the changes section is new. Stability rule: when the new plan equals the
+//! previous one in everything but its changes section, the previous changes section is kept, so
+//! that recompiling an unchanged manifest over its own output writes the same bytes.
 
 use crate::catalog::Catalog;
 use crate::diagnostics::{Diagnostic, Diagnostics, Sources, codes};
 use crate::manifest::Manifest;
 use crate::plan::Plan;
+use crate::plan::previous::PreviousInput;
+use crate::plan::replan;
+use crate::plan::rollout::{self, Changes, Facts};
 use crate::spec::Spec;
 
 use super::{Bundle, Templates};
@@ -77,6 +86,56 @@ pub fn plan_and_render(
     let plan = crate::plan::plan(spec, catalog)?;
     let bundle = super::render(spec, catalog, &plan, templates)?;
     Ok((plan, bundle))
+}
+
+/// A day-2 compile.
+#[derive(Clone, Debug)]
+pub struct Day2Compiled {
+    pub plan: Plan,
+    pub bundle: Bundle,
+    /// The changes against the previous plan (`None` without one).
+    pub changes: Option<Changes>,
+}
+
+/// Spec → plan → bundle over the previous plan when given (re-plan, render, changes, render
+/// again when the changes section is new), else [`plan_and_render`].
+pub fn plan_and_render_over(
+    spec: &Spec,
+    catalog: &Catalog,
+    templates: &Templates,
+    previous: Option<&PreviousInput>,
+) -> Result<Day2Compiled, Diagnostics> {
+    let Some(prev) = previous else {
+        let (plan, bundle) = plan_and_render(spec, catalog, templates)?;
+        return Ok(Day2Compiled { plan, bundle, changes: None });
+    };
+    let r = replan::replan(spec, catalog, &prev.plan)?;
+    let mut plan = r.plan;
+    let bundle = super::render(spec, catalog, &plan, templates)?;
+    let facts = Facts {
+        notes: r.notes,
+        repartition_lower_bound: r.repartition_lower_bound,
+        from_scratch_gpus: r.from_scratch_gpus,
+        from_scratch_cost_per_hour: r.from_scratch_cost_per_hour,
+    };
+    let fresh = rollout::changes(&prev.plan, &plan, &rollout::budgets(&bundle.files), &facts);
+    let strip = |mut v: serde_json::Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("changes");
+        }
+        v
+    };
+    let unchanged = serde_json::to_value(&plan).ok().map(strip) == Some(strip(prev.value.clone()));
+    plan.changes = if unchanged {
+        prev.plan.changes.clone()
+    } else if fresh.is_empty() {
+        None
+    } else {
+        Some(fresh.clone())
+    };
+    let bundle =
+        if plan.changes.is_some() { super::render(spec, catalog, &plan, templates)? } else { bundle };
+    Ok(Day2Compiled { plan, bundle, changes: Some(fresh) })
 }
 
 /// Manifest text → spec → plan → bundle: [`check_manifest`], then [`plan_and_render`].

@@ -107,7 +107,10 @@ pub fn render(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<St
 
     md.push_str("## Nodes to drain\n\n");
     let drain: Vec<&NodePlan> = plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).collect();
-    if drain.is_empty() {
+    let configured = plan.changes.as_ref().is_some_and(|c| !c.nodes_configured.is_empty());
+    if drain.is_empty() && configured {
+        md.push_str("None: no GPU that runs a replica changes its layout (see the changes below).\n");
+    } else if drain.is_empty() {
         md.push_str("None: no node's layout changes.\n");
     } else {
         md.push_str(

@@ -94,11 +94,8 @@ impl Fleet {
             let names = (1..=nodes).map(|n| format!("{name}-n{n}")).collect();
             pools.push((name.to_owned(), gpu, gpn, names, if priced { cost } else { 0.0 }));
         }
-        let smallest = pools
-            .iter()
-            .filter_map(|p| GPUS.iter().find(|g| g.1 == p.1).map(|g| g.4))
-            .min()
-            .unwrap_or(24);
+        let smallest =
+            pools.iter().filter_map(|p| GPUS.iter().find(|g| g.1 == p.1).map(|g| g.4)).min().unwrap_or(24);
         let n = 3 + r.below(6) as usize;
         let models = (0..n).map(|i| Self::random_model(&mut r, format!("m{i}"), smallest)).collect();
         Fleet { pools, models }
@@ -668,7 +665,8 @@ fn random_edit(fleet: &Fleet, plan: &serde_json::Value, r: &mut Rng, step: usize
         }
         _ => {
             let m = &mut f.models[mi];
-            m.memory_gib = if r.below(2) == 0 { m.memory_gib + 2 } else { m.memory_gib.saturating_sub(2).max(1) };
+            m.memory_gib =
+                if r.below(2) == 0 { m.memory_gib + 2 } else { m.memory_gib.saturating_sub(2).max(1) };
             (format!("{}: memory {} GiB", m.name, m.memory_gib), Edit::Other, f)
         }
     }
@@ -739,7 +737,8 @@ fn random_edit_sequences_keep_the_guarantees() {
             let files = read_tree(&d.0.join("out"));
             let (again, _) = compile(&d.0, &edited, "out", &[]);
             if again != 0 || files != read_tree(&d.0.join("out")) {
-                failures.push(format!("{tag}: recompiling the unchanged manifest changed files (exit {again})"));
+                failures
+                    .push(format!("{tag}: recompiling the unchanged manifest changed files (exit {again})"));
             }
             fleet = edited;
         }
