@@ -712,25 +712,9 @@ fn lay_out(
                     return true;
                 }
             }
-            Kind::Whole(c) if on_unused => {
-                if n.ts_k().is_some() {
-                    continue;
-                }
-                let free: Vec<usize> = n
-                    .gpus
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, d)| **d == Dev::Unused)
-                    .map(|(i, _)| i)
-                    .take(c as usize)
-                    .collect();
-                if free.len() == c as usize {
-                    for gi in free {
-                        n.gpus[gi] = Dev::Whole { tenant: Some(m) };
-                        laid_out.insert((pi, ni, gi));
-                    }
-                    return true;
-                }
+            // Whole GPUs: the planner's own placement on unused GPUs (it changes no other GPU).
+            Kind::Whole(_) if on_unused => {
+                return assign::place(problem, a, m, pi, kind, assign::Mode::Grow, usize::MAX);
             }
             _ => {}
         }

@@ -203,21 +203,24 @@ fn layouts(plan: &serde_json::Value) -> BTreeMap<String, String> {
         .flatten()
         .flat_map(|p| p["nodes"].as_array().into_iter().flatten())
     {
-        let mut gpus = Vec::new();
-        for g in n["gpus"].as_array().into_iter().flatten() {
-            let mut prof: Vec<String> = g["mode"]["instances"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|i| i["profile"].as_str().unwrap_or("").to_owned())
-                .collect();
-            prof.sort();
-            gpus.push(prof.join("+"));
-        }
+        let gpus: Vec<String> =
+            n["gpus"].as_array().into_iter().flatten().map(|g| gpu_profiles(g).join("+")).collect();
         let sharing = configs[n["devicePluginConfig"].as_str().unwrap_or("")]["timeSlicing"].to_string();
         out.insert(n["name"].as_str().unwrap_or("").to_owned(), format!("{} {sharing}", gpus.join("|")));
     }
     out
+}
+
+/// A GPU's MIG profiles in a plan.json, sorted (empty for MIG disabled).
+fn gpu_profiles(g: &serde_json::Value) -> Vec<String> {
+    let mut v: Vec<String> = g["mode"]["instances"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| i["profile"].as_str().unwrap_or("").to_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 /// Nodes whose layout or sharing differs between two plans (nodes present in both).
@@ -240,16 +243,7 @@ fn drained_by_rule(before: &serde_json::Value, after: &serde_json::Value) -> BTr
             .map(|n| (n["name"].as_str().unwrap_or("").to_owned(), n.clone()))
             .collect()
     };
-    let profiles = |g: &serde_json::Value| -> Vec<String> {
-        let mut v: Vec<String> = g["mode"]["instances"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|i| i["profile"].as_str().unwrap_or("").to_owned())
-            .collect();
-        v.sort();
-        v
-    };
+    let profiles = gpu_profiles;
     let sharing = |p: &serde_json::Value, n: &serde_json::Value| {
         let t = &p["devicePluginConfigs"][n["devicePluginConfig"].as_str().unwrap_or("")]["timeSlicing"];
         if t.is_null() { serde_json::json!({}) } else { t.clone() }
@@ -269,6 +263,16 @@ fn drained_by_rule(before: &serde_json::Value, after: &serde_json::Value) -> BTr
         }
     }
     out
+}
+
+/// `changes.nodesRepartitioned` of a plan.json.
+fn reported_repartitioned(plan: &serde_json::Value) -> BTreeSet<String> {
+    plan["changes"]["nodesRepartitioned"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| n.as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 fn must_drain(plan: &serde_json::Value) -> BTreeSet<String> {
@@ -558,13 +562,7 @@ fn other_changes_repartition_only_reported_nodes_and_waves_keep_budgets() {
         let after = plan_json(&d.0.join("out"));
         let changed = drained_by_rule(&before, &after);
         assert_eq!(changed, must_drain(&after), "seed {seed}: mustDrain is not the set of nodes to drain");
-        let reported: BTreeSet<String> = after["changes"]["nodesRepartitioned"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|n| n.as_str().unwrap_or("").to_owned())
-            .collect();
-        assert_eq!(reported, changed, "seed {seed}");
+        assert_eq!(reported_repartitioned(&after), changed, "seed {seed}");
         let bound = after["changes"]["repartitionLowerBound"].as_u64().unwrap_or(0) as usize;
         assert!(bound <= changed.len(), "seed {seed}: lower bound {bound} above {}", changed.len());
         let bad = check_waves(&d.0.join("before"), &d.0.join("out"));
@@ -712,12 +710,7 @@ fn random_edit_sequences_keep_the_guarantees() {
                 }
                 Edit::Other => {
                     let rule = drained_by_rule(&before, &after);
-                    let reported: BTreeSet<String> = after["changes"]["nodesRepartitioned"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|n| n.as_str().unwrap_or("").to_owned())
-                        .collect();
+                    let reported = reported_repartitioned(&after);
                     if rule != drained || (after["changes"].is_object() && reported != drained) {
                         failures.push(format!(
                             "{tag}: rule says {rule:?}, mustDrain {drained:?}, reported {reported:?}"
