@@ -9,7 +9,8 @@
 //!
 //! Day 2 ([`plan_and_render_over`]): with the previous `plan.json`, the chain is re-plan →
 //! render → changes (the rollout waves read the PodDisruptionBudgets of the rendered bundle) →
-//! render again when the changes section is new. Stability rule: when the new plan equals the
+//! the report and `plan.json` rendered again when the changes section is new (no other file
+//! shows it). Stability rule: when the new plan equals the
 //! previous one in everything but its changes section, the previous changes section is kept, so
 //! that recompiling an unchanged manifest over its own output writes the same bytes.
 
@@ -97,8 +98,8 @@ pub struct Day2Compiled {
     pub changes: Option<Changes>,
 }
 
-/// Spec → plan → bundle over the previous plan when given (re-plan, render, changes, render
-/// again when the changes section is new), else [`plan_and_render`].
+/// Spec → plan → bundle over the previous plan when given (re-plan, render, changes, the report
+/// and `plan.json` again when the changes section is new), else [`plan_and_render`].
 pub fn plan_and_render_over(
     spec: &Spec,
     catalog: &Catalog,
@@ -133,8 +134,17 @@ pub fn plan_and_render_over(
     } else {
         Some(fresh.clone())
     };
-    let bundle =
-        if plan.changes.is_some() { super::render(spec, catalog, &plan, templates)? } else { bundle };
+    let mut bundle = bundle;
+    if plan.changes.is_some() {
+        // Only the report (`PLAN.md`, pictures) and `plan.json` show the changes section.
+        let one = |d: Diagnostic| {
+            let mut all = Diagnostics::new();
+            all.push(d);
+            all
+        };
+        bundle.files.extend(super::report::render(spec, catalog, &plan).map_err(one)?);
+        bundle.files.insert(super::paths::PLAN_JSON.to_owned(), super::plan_json(&plan).map_err(one)?);
+    }
     Ok(Day2Compiled { plan, bundle, changes: Some(fresh) })
 }
 
