@@ -316,7 +316,13 @@ impl Validator<'_> {
             }
             return None;
         }
-        Some(Latency { p99_ms: p99?, baseline_ms: baseline })
+        let baseline_gpu = match &l.baseline_gpu {
+            Some(g) => Some(
+                self.gpu(g).map(|g| BaselineGpu { id: g.id.clone(), throughput: g.throughput.clone() })?,
+            ),
+            None => None,
+        };
+        Some(Latency { p99_ms: p99?, baseline_ms: baseline, baseline_gpu })
     }
 
     /// The model's `pools` and `gpuTypes`, checked, sorted and deduplicated; `ok` turns false when
