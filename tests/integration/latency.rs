@@ -172,27 +172,33 @@ fn latency_command_rejects_a_file_that_is_not_a_calibration_file() {
 
 // --- baselines across GPU types ------------------------------------------------------------------
 
-/// Two pools (L4 and H100) and one model with a latency objective; `baseline_gpu` is the
-/// `latency.baselineGpu` line, if any.
-fn two_pools(baseline_gpu: &str) -> String {
+/// A manifest with the `pools` lines and one dedicated model `asr` with `compute` and the
+/// `latency` object's fields.
+fn manifest(pools: &str, compute: &str, latency: &str) -> String {
     format!(
         r#"apiVersion: gpuplan.io/v1alpha1
 kind: GpuPlan
-metadata: {{ name: baselines }}
+metadata: {{ name: latency }}
 inventory:
   pools:
-    - {{ name: l4, gpu: L4, gpusPerNode: 1, nodes: [l4-1] }}
-    - {{ name: h100, gpu: H100-SXM5-80GB, gpusPerNode: 1, nodes: [h100-1] }}
+{pools}
 models:
   - name: asr
     image: example.com/asr:1
     memory: 4GB
-    compute: 0.2
+    compute: {compute}
     replicas: 1
     isolation: dedicated
-    latency: {{ p99: 60ms, baseline: 20ms{baseline_gpu} }}
+    latency: {{ {latency} }}
 "#
     )
+}
+
+/// Two pools (L4 and H100) and a model with a 20 ms baseline; `baseline_gpu` is the
+/// `latency.baselineGpu` field, if any.
+fn two_pools(baseline_gpu: &str) -> String {
+    let pools = "    - { name: l4, gpu: L4, gpusPerNode: 1, nodes: [l4-1] }\n    - { name: h100, gpu: H100-SXM5-80GB, gpusPerNode: 1, nodes: [h100-1] }";
+    manifest(pools, "0.2", &format!("p99: 60ms, baseline: 20ms{baseline_gpu}"))
 }
 
 fn spec_of(text: &str) -> gpuplan::spec::Spec {
@@ -268,23 +274,8 @@ fn an_unknown_baseline_gpu_is_one_unknown_gpu_diagnostic() {
 // --- one range for every option -------------------------------------------------------------------
 
 fn whole_gpu_model(compute: &str) -> String {
-    format!(
-        r#"apiVersion: gpuplan.io/v1alpha1
-kind: GpuPlan
-metadata: {{ name: exclusive }}
-inventory:
-  pools:
-    - {{ name: h200, gpu: H200-SXM, gpusPerNode: 1, nodes: [h200-1] }}
-models:
-  - name: asr
-    image: example.com/asr:1
-    memory: 4GB
-    compute: {compute}
-    replicas: 1
-    isolation: dedicated
-    latency: {{ p99: 1s, baseline: 20ms }}
-"#
-    )
+    let pools = "    - { name: h200, gpu: H200-SXM, gpusPerNode: 1, nodes: [h200-1] }";
+    manifest(pools, compute, "p99: 1s, baseline: 20ms")
 }
 
 #[test]
