@@ -217,10 +217,23 @@ fn baseline_on(spec: &gpuplan::spec::Spec, gpu: &str) -> Option<Result<f64, late
 }
 
 #[test]
-fn a_baseline_without_its_gpu_holds_on_every_gpu_type() {
+fn a_baseline_without_its_gpu_holds_on_every_gpu_type_with_a_warning() {
     let spec = spec_of(&two_pools(""));
     assert_eq!(baseline_on(&spec, "L4"), Some(Ok(20.0)));
     assert_eq!(baseline_on(&spec, "H100-SXM5-80GB"), Some(Ok(20.0)));
+    let warned = |text: &str| {
+        let mut sources = gpuplan::diagnostics::Sources::new();
+        let mut read = gpuplan::render::pipeline::no_measurement_files;
+        let catalog = gpuplan::catalog::Catalog::builtin();
+        let checked =
+            gpuplan::render::pipeline::check_manifest(&mut sources, "b.yaml", text, &catalog, &mut read)
+                .map(|c| c.warnings)
+                .unwrap_or_else(|d| panic!("{d:?}"));
+        checked.0.iter().any(|d| d.code == "latency-baseline-gpu-unstated")
+    };
+    assert!(warned(&two_pools("")), "two GPU types, baseline GPU unstated");
+    assert!(!warned(&two_pools(", baselineGpu: L4")));
+    assert!(!warned(&whole_gpu_model("0.5")), "one GPU type: nothing to scale");
 }
 
 #[test]
