@@ -43,6 +43,9 @@ pub fn baseline_ms(latency: &Latency, gpu: &GpuModel) -> Option<Result<f64, Refu
 /// measured on the GPU they are used on), for `explain`: `None` when nothing.
 pub fn uncalibrated(latency: &Latency, gpu: &GpuModel, mig: bool) -> Option<String> {
     let mut why = Vec::new();
+    if gpu.id != latency::CALIBRATED_GPU {
+        why.push(format!("the law was fitted on `{}` runs only", latency::CALIBRATED_GPU));
+    }
     if mig {
         why.push("no MIG runs, the SM stretch is assumed".to_owned());
     }
