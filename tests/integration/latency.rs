@@ -329,3 +329,20 @@ fn runs_outside_the_calibration_are_marked_uncalibrated() {
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert!(value.as_array().expect("a list").iter().all(|o| o["calibrated"] == true));
 }
+
+#[test]
+fn the_verifier_judges_a_placement_by_the_scaled_baseline() {
+    let catalog = gpuplan::catalog::Catalog::builtin();
+    let l4 = "    - { name: l4, gpu: L4, gpusPerNode: 1, nodes: [l4-1] }";
+    // Planned with the baseline taken as the L4's own: 20 ms / (1 − 0.2/0.75) = 27 ms, admitted.
+    let unscaled = spec_of(&manifest(l4, "0.2", "p99: 60ms, baseline: 20ms"));
+    let plan = gpuplan::plan::plan(&unscaled, &catalog).expect("a plan");
+    assert!(gpuplan::verify::check(&unscaled, &catalog, &plan).is_empty());
+    // The same placement, when the baseline was measured on an H100: 223 ms × 1.36 = 304.5 ms.
+    let scaled = spec_of(&manifest(l4, "0.2", "p99: 60ms, baseline: 20ms, baselineGpu: H100-SXM5-80GB"));
+    let violations = gpuplan::verify::check(&scaled, &catalog, &plan);
+    assert!(
+        violations.iter().any(|v| v.message.contains("predicted a p99 of 304.5 ms")),
+        "the verifier must use the scaled baseline: {violations:?}"
+    );
+}
