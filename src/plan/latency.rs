@@ -70,8 +70,9 @@ pub const PER_NEIGHBOUR: f64 = LAW.per_neighbour;
 /// [`LAW`]'s light-load factor.
 pub const LIGHT_LOAD_OVER_CLOSED_LOOP: f64 = LAW.light_load_over_closed_loop;
 
-/// Calibrated range: the effective load `u` may not exceed this (above it the curve is steeper
-/// than run-to-run noise lets one predict: asr at 60% + tts at 15% measured 5.6× asr alone at 60%).
+/// Calibrated range, for every option (exclusive or shared): the effective load `u` may not exceed
+/// this (above it the curve is steeper than run-to-run noise lets one predict: alone, asr measured
+/// 14.9 ms at 60% and 147 ms at 75%; asr at 60% + tts at 15% measured 5.6× asr alone at 60%).
 pub const MAX_EFFECTIVE_LOAD: f64 = 0.6;
 /// Calibrated range: the loads of all tenants of a device together.
 pub const MAX_TOTAL_LOAD: f64 = 0.75;
