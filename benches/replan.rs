@@ -270,13 +270,15 @@ fn main() -> ExitCode {
             if verbose {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "{} #{done}: {what}: {drained} node(s) re-partitioned, {} moved, {} vs {} GPUs, {:?} vs {:?}",
+                    "{} #{done}: {what}: {drained} node(s) re-partitioned, {} moved, {} vs {} GPUs, {:?} vs {:?}, {:?} vs {:?} per hour",
                     case.name,
                     ch.replicas_moved,
                     r.plan.quality.gpus_used,
                     scratch.quality.gpus_used,
                     t_replan,
-                    t_scratch
+                    t_scratch,
+                    r.plan.quality.cost_per_hour,
+                    scratch.quality.cost_per_hour
                 );
             }
             if cli {
