@@ -64,9 +64,9 @@ impl Default for Deployment {
     }
 }
 
-/// A probe of the model's container.
+/// A probe of the model's container. The Deployment template sees it as it is, so its field
+/// names (`probe.initial_delay_seconds`) are part of the templates' interface.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Probe {
     /// HTTP path; `None` is a TCP check.
     pub path: Option<String>,
@@ -78,25 +78,26 @@ pub struct Probe {
     pub failure_threshold: u32,
 }
 
+/// Where an environment variable's value comes from; the Deployment template sees it as it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ValueFrom {
-    /// `secretKeyRef` or `configMapKeyRef`.
     pub kind: ValueSource,
     pub name: String,
     pub key: String,
     pub optional: bool,
 }
 
+/// Serialised as the container field that carries the reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub enum ValueSource {
+    #[serde(rename = "secretKeyRef")]
     Secret,
+    #[serde(rename = "configMapKeyRef")]
     ConfigMap,
 }
 
+/// A volume for model weights; the Deployment template sees it as it is (`model_cache.mount_path`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ModelCache {
     pub mount_path: String,
     pub claim_name: Option<String>,

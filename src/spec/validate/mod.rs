@@ -113,6 +113,14 @@ impl<'c> Validator<'c> {
         }
     }
 
+    /// An `invalid-name` error when `name` breaks `rule` (a [`names`] check): "`x` is not a {what}".
+    fn name_rule(&mut self, name: &Sp<String>, rule: fn(&str) -> Result<(), String>, what: &str, help: &str) {
+        if let Err(why) = rule(&name.value) {
+            let message = format!("`{}` is not a {what}: {why}", name.value);
+            self.push(error(codes::INVALID_NAME, &name.span, message, &format!("not a {what}"), help));
+        }
+    }
+
     fn memory(&mut self, q: &Sp<String>) -> Option<u64> {
         self.unit(q, units::memory_mib(&q.value))
     }
