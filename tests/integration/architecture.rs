@@ -208,3 +208,34 @@ fn solver_and_manifest_types_stay_where_they_belong() {
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// A `Spec` is built in one place, `Spec::from_parts` (which sorts pools and models as every
+/// stage expects): no other file under `src/`, `tests/` or `benches/` writes a `Spec { … }`
+/// literal; `spec::validate` and the benchmark harness call the constructor.
+#[test]
+fn only_spec_from_parts_builds_a_spec() {
+    // Built from pieces so that this file does not match itself.
+    let needle = ["Spec", " {"].concat();
+    let mut found = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        for path in rust_files(&Path::new(ROOT).join(dir)) {
+            let rel = path.strip_prefix(ROOT).expect("below the root").to_string_lossy().into_owned();
+            if rel == "src/spec/mod.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                let literal = code.match_indices(&needle).any(|(at, _)| {
+                    let before = code[..at].trim_end();
+                    let word_start = !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+                    word_start && !["struct", "impl", "->", "for", "enum"].iter().any(|k| before.ends_with(k))
+                });
+                if literal {
+                    found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "build a `Spec` with `Spec::from_parts`:\n{}", found.join("\n"));
+}
