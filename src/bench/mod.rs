@@ -3,10 +3,11 @@
 //! and table in [`parvagpu`] (`benches/parvagpu.rs`). Not used by the CLI; it sits above every
 //! stage and no stage imports it (tests may).
 //!
-//! In: a scenario name or size and a seed. Out: a checked [`Spec`] built directly (no manifest
-//! text) and the [`Catalog`] it refers to. Guaranteed: deterministic — the same arguments give
-//! the same spec on any machine (a tiny splitmix64 generator, no platform randomness, no clock);
-//! pools and models sorted by name as `spec::validate` would leave them.
+//! In: a scenario name or size and a seed. Out: a [`Spec`] built from generated parts through
+//! [`Spec::from_parts`] (no manifest text, so `spec::validate`'s checks are kept by construction)
+//! and the [`Catalog`] it refers to. Guaranteed: deterministic — the same arguments give the same
+//! spec on any machine (a tiny splitmix64 generator, no platform randomness, no clock); pools and
+//! models sorted by name, as `Spec::from_parts` always leaves them.
 //!
 //! Fleets mix three GPU types: `A100-SXM4-80GB` (built in), `H100-SXM5-80GB` and `L4`. The two
 //! last are taken from the catalog when it has them and otherwise built here (H100: the memory GPU

@@ -239,3 +239,31 @@ fn only_spec_from_parts_builds_a_spec() {
     }
     assert!(found.is_empty(), "build a `Spec` with `Spec::from_parts`:\n{}", found.join("\n"));
 }
+
+/// ARCHITECTURE.md's diagram shows every module of the library, and its code map has a heading
+/// naming each module's source (`src/NAME/` or `src/NAME.rs`).
+#[test]
+fn the_architecture_map_shows_every_module() {
+    let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).expect("src/lib.rs");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    assert!(modules.len() > 10, "{modules:?}");
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let diagram = doc.split("```text").nth(1).and_then(|d| d.split("```").next()).expect("a diagram");
+    let words: Vec<&str> = diagram.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+    let headings: Vec<&str> = doc.lines().filter(|l| l.starts_with("### ")).collect();
+    let mut missing = Vec::new();
+    for m in &modules {
+        if !words.contains(m) {
+            missing.push(format!("`{m}` is not in the diagram"));
+        }
+        let (dir, file) = (format!("`src/{m}/"), format!("src/{m}.rs"));
+        if !headings.iter().any(|h| h.contains(&dir) || h.contains(&file)) {
+            missing.push(format!("`{m}` has no code-map heading"));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
