@@ -241,6 +241,20 @@ pub fn latency_admitted(latency_ms: f64, slo_ms: Option<f64>, factor: f64) -> bo
 pub struct Latency {
     pub p99_ms: f64,
     pub baseline_ms: Option<f64>,
+    /// The GPU `baseline_ms` was measured on (`latency.baselineGpu`); `None`: every GPU type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_gpu: Option<BaselineGpu>,
+}
+
+/// The catalog GPU a latency baseline was measured on, with the figures that scale it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineGpu {
+    /// Catalog id.
+    pub id: String,
+    /// The catalog's datasheet figures for it, when it has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<crate::catalog::Throughput>,
 }
 
 /// Planning policies.

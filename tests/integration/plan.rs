@@ -328,11 +328,11 @@ fn latency_slo_excludes_slices_that_are_too_slow() {
     let mut m = model("asr", 9000, 0.05, 1);
     // docs/latency-model.md: 1g (14 of 108 SMs) stretches 10 ms to 77 ms at 39% own load (113 ms);
     // 2g (28 SMs) to 39 ms at 19% (58 ms); 3g (42 SMs) to 26 ms at 13% (33 ms).
-    m.latency = Some(Latency { p99_ms: 40.0, baseline_ms: Some(10.0) });
+    m.latency = Some(Latency { p99_ms: 40.0, baseline_ms: Some(10.0), baseline_gpu: None });
     let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![m.clone()]);
     let plan = plan(&s, &catalog()).expect("plans");
     assert_eq!(plan.models[0].groups[0].resource, "nvidia.com/mig-3g.40gb");
-    m.latency = Some(Latency { p99_ms: 5.0, baseline_ms: Some(10.0) });
+    m.latency = Some(Latency { p99_ms: 5.0, baseline_ms: Some(10.0), baseline_gpu: None });
     let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![m]);
     assert_eq!(codes(gpuplan::plan::plan(&s, &catalog())), ["latency-slo-unreachable"]);
 }
