@@ -227,7 +227,10 @@ fn only_spec_from_parts_builds_a_spec() {
             for (i, line) in text.lines().enumerate() {
                 let code = line.split("//").next().unwrap_or("");
                 let literal = code.match_indices(&needle).any(|(at, _)| {
-                    let before = code[..at].trim_end();
+                    // Skip a path (`gpuplan::spec::`) to see what the type follows.
+                    let before = code[..at]
+                        .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+                        .trim_end();
                     let word_start = !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
                     word_start && !["struct", "impl", "->", "for", "enum"].iter().any(|k| before.ends_with(k))
                 });
