@@ -7,8 +7,8 @@ use gpuplan::catalog::Catalog;
 use gpuplan::catalog::layout;
 use gpuplan::plan::{GpuMode, Plan, plan};
 use gpuplan::spec::{
-    ArgoCd, Cluster, CurrentNode, Demand, Isolation, Latency, MeasuredPoint, MigStrategy, Model, Nodes,
-    OutputOptions, Policy, Pool, RateDemand, Spec, Spread, TimeSlicingOptions,
+    CurrentNode, Demand, Isolation, Latency, MeasuredPoint, Model, Nodes, Policy, Pool, RateDemand, Spec,
+    Spread,
 };
 
 const A100: &str = "A100-SXM4-80GB";
@@ -35,36 +35,10 @@ fn model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model {
     gpuplan::bench::model(name, memory_mib, compute, replicas)
 }
 
+/// The harness's spec ([`Spec::from_parts`]) with 0.9 time-slicing efficiency.
 fn spec(pools: Vec<Pool>, models: Vec<Model>) -> Spec {
-    let _unused: Option<ArgoCd> = None;
-    Spec {
-        name: "test".into(),
-        cluster: Cluster {
-            namespace: "inference".into(),
-            operator_namespace: "gpu-operator".into(),
-            mig_strategy: MigStrategy::Mixed,
-            time_slicing: TimeSlicingOptions {
-                rename_by_default: true,
-                fail_requests_greater_than_one: true,
-            },
-            output: OutputOptions {
-                cluster_policy_patch: true,
-                helm_values: true,
-                argocd: None,
-                flux: None,
-                namespaces: true,
-            },
-        },
-        pools,
-        models,
-        policy: Policy {
-            llm_never_time_sliced: true,
-            max_time_slicing_replicas: 8,
-            memory_headroom: 0.0,
-            time_slicing_efficiency: 0.9,
-        },
-        change_policy: Default::default(),
-    }
+    let policy = Policy { time_slicing_efficiency: 0.9, ..gpuplan::bench::policy() };
+    gpuplan::bench::spec_with("test", pools, models, policy)
 }
 
 /// The seed: ASR 9.6 GB, TTS 13.4 GB, LLM 73 GB whole GPU, one node of 2 × A100-SXM4-80GB.
