@@ -210,6 +210,11 @@ pub(crate) struct Problem<'a> {
     /// Whether some `spread: gpu` model may run on MIG instances (then placements check
     /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
     pub mig_spread_models: bool,
+    /// Small programs (not [`crate::plan::milp::is_large`]) model more: heavy time-sliced
+    /// tenants on combined-compute nodes, and exclusive MIG replicas on the other instances of
+    /// MIG time-slicing GPUs. Large ones leave both out (their options and placements too, so
+    /// that every plan stays inside the model its bound is for).
+    pub small: bool,
 }
 
 /// Builds the problem. Pools whose GPU is unknown to the catalog are skipped (the spec stage
@@ -295,14 +300,41 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     let mig_spread_models = models
         .iter()
         .any(|m| m.spec.spread == Spread::Gpu && m.options.iter().any(|o| matches!(o.kind, Kind::Mig(_))));
-    Problem {
+    let mut problem = Problem {
         spec,
         pools,
         models,
         rename_shared: spec.cluster.time_slicing.rename_by_default,
         unit_price,
         mig_spread_models,
+        small: true,
+    };
+    // Heavy time-slices only where the optimiser models them: small programs, models without
+    // spread (their columns have no combined-compute variables).
+    problem.small = !crate::plan::milp::is_large(&problem);
+    let eff = spec.policy.time_slicing_efficiency;
+    for mc in &mut problem.models {
+        let keep_heavy = problem.small && mc.spec.spread == Spread::None;
+        let c = mc.spec.compute;
+        mc.options.retain(|o| keep_heavy || !heavy(o, c, eff));
     }
+    problem
+}
+
+/// The share of a GPU a whole-GPU time-slice takes, for ordering: `1/k` for a light tenant;
+/// for a heavy one its share of the efficiency, plus a little per slot so that among equal
+/// shares the fewest slots (the most memory, the fewest neighbours) come first.
+fn ts_size(compute: f64, k: u32, efficiency: f64) -> f64 {
+    if rules::light_tenant(compute, k, efficiency, 1.0) {
+        1.0 / f64::from(k)
+    } else {
+        compute / efficiency.max(1e-9) + 1e-3 * f64::from(k)
+    }
+}
+
+/// Whether `o` is a heavy time-slice for a tenant of compute `c` ([`rules::light_tenant`]).
+pub(crate) fn heavy(o: &Opt, c: f64, efficiency: f64) -> bool {
+    matches!(o.kind, Kind::TimeSliced(k) if !rules::light_tenant(c, k, efficiency, 1.0))
 }
 
 /// Profiles the planner may create: one full-size compute instance per GPU instance, no media
@@ -538,20 +570,19 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         );
                         break;
                     }
-                    // Per tenant: any k tenants fit together when each fits 1/k of the efficiency.
-                    if !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, 1.0) {
+                    // A light tenant (k copies fit the efficiency) fits next to any k − 1 light
+                    // ones; a heavy one (it fits alone) only next to co-tenants small enough,
+                    // which placement checks against the node's real tenants.
+                    if !rules::shared_compute_fits(&[m.compute], k, eff, 1.0) {
                         reject(
                             Reason::Compute,
-                            format!(
-                                "{k} tenants of compute {:.2} exceed the time-slicing efficiency {eff:.2}",
-                                m.compute
-                            ),
+                            format!("compute {:.2} exceeds the time-slicing efficiency {eff:.2}", m.compute),
                         );
                         break;
                     }
                     if let Some((slo, b)) = baseline {
                         // Worst case: k − 1 neighbours sharing the rest of the efficiency.
-                        let neighbours = rules::worst_neighbours(k, eff, 1.0);
+                        let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
                         let pred = match rules::time_sliced_p99_ms(b, m.compute, &neighbours) {
                             Ok(pred) => pred,
                             Err(why) => {
@@ -576,7 +607,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                             kind: Kind::TimeSliced(k),
                             rps: None,
                             p99_ms: Some(pred),
-                            size: 1.0 / f64::from(k),
+                            size: ts_size(m.compute, k, eff),
                             bound_share: 1.0 / f64::from(k),
                         });
                     } else {
@@ -585,7 +616,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                             kind: Kind::TimeSliced(k),
                             rps: None,
                             p99_ms: None,
-                            size: 1.0 / f64::from(k),
+                            size: ts_size(m.compute, k, eff),
                             bound_share: 1.0 / f64::from(k),
                         });
                     }
