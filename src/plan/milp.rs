@@ -13,11 +13,12 @@
 //! - `t[p,k]` time-sliced GPUs with k replicas: `Σ_m y[m,(p,ts k)] ≤ k·t[p,k]`, light tenants
 //!   only (k copies fit the efficiency, so any k do).
 //! - `ts[p,k]` time-sliced GPUs on nodes judged by their tenants' combined compute (small
-//!   programs): replicas `ys` there, `Σ ys ≤ k·ts`, `Σ compute·ys ≤ efficiency·zs_k` (all of a
+//!   problems): replicas `ys` there, `Σ ys ≤ k·ts`, `Σ compute·ys ≤ efficiency·zs_k` (all of a
 //!   node's tenants together within the efficiency: sufficient for "any k together"); heavy
 //!   tenants (only they fit alone) run only there.
 //! - `tm[p,q,k,l]` GPUs with layout `l` on nodes whose `q` instances are all time-sliced with k
-//!   (mixed layouts on small programs, the layout with the most `q` on large ones):
+//!   (`problem::mig_ts_layouts`: the layout with the most `q`, and on small problems,
+//!   `Problem::small`, per profile used exclusively the layout with the most of it):
 //!   `Σ y[·,(p,mig-ts q k)] ≤ k·Σ_l count(l,q)·tm`, and their other instances supply exclusive
 //!   MIG replicas; `Σ_l tm ≤ gpn·zm_{q,k}`.
 //! - node classes (device-plugin sharing is per node and resource): `w ≤ gpn·zw`,
@@ -159,7 +160,7 @@ impl PoolVars {
 /// A column group of the program: one rate model, one spread model, or all fixed-demand models
 /// that share exactly the same options (their replicas are interchangeable, so one set of
 /// integer variables serves them all; this keeps the program small for thousands of models).
-/// On small programs members of a group that may be time-sliced also share their compute.
+/// On small problems members of a group that may be time-sliced also share their compute.
 struct Col<'p> {
     members: Vec<usize>,
     need: Need,
@@ -176,7 +177,7 @@ fn heavy(problem: &Problem<'_>, o: &Opt, c: f64) -> bool {
 
 fn columns<'p>(problem: &'p Problem<'_>) -> Vec<Col<'p>> {
     let mut cols: Vec<Col<'p>> = Vec::new();
-    // Options, and on small programs the compute of models that may be time-sliced (the
+    // Options, and on small problems the compute of models that may be time-sliced (the
     // combined-compute rows weigh each replica by it, so members must agree).
     let mut by_key: BTreeMap<(Vec<(usize, Kind)>, u64), usize> = BTreeMap::new();
     for (mi, m) in problem.models.iter().enumerate() {
@@ -312,7 +313,7 @@ struct Program<'p, 'a> {
     /// Replicas per column and option.
     y: Vec<Vec<Variable>>,
     /// The same on time-sliced nodes judged by their tenants' combined compute (`None` where
-    /// not modelled: spread models, large programs, other kinds).
+    /// not modelled: spread models, problems that are not [`Problem::small`], other kinds).
     ys: Vec<Vec<Option<Variable>>>,
     pv: Vec<PoolVars>,
     weights: Weights,
@@ -326,7 +327,7 @@ impl<'p, 'a> Program<'p, 'a> {
             Goal::Plan { .. } => true,
         };
         let cols = columns(problem);
-        let large = !problem.small;
+        let large = is_large(problem);
         let total_current: f64 = problem
             .pools
             .iter()
@@ -386,7 +387,7 @@ impl<'p, 'a> Program<'p, 'a> {
                 // A heavy time-slice exists only on combined-compute nodes.
                 let light_ub = if heavy(self.problem, o, col.compute) { 0.0 } else { ub };
                 let combined =
-                    !self.large && col.spread == Spread::None && matches!(o.kind, Kind::TimeSliced(_));
+                    self.problem.small && col.spread == Spread::None && matches!(o.kind, Kind::TimeSliced(_));
                 let d = self.int(variable().min(0).max(light_ub));
                 row.push(self.vars.add(d));
                 row_s.push(combined.then_some(ub));
@@ -401,20 +402,6 @@ impl<'p, 'a> Program<'p, 'a> {
             }
             self.ys.push(row_ys);
         }
-    }
-
-    /// Candidate layouts of the GPUs on nodes that time-slice profile `q`: every candidate
-    /// layout with a `q` instance; on large programs only the one with the most (the
-    /// homogeneous cut, as fast as before mixed layouts were modelled).
-    fn mig_ts_layouts(&self, pi: usize, q: usize) -> Vec<usize> {
-        let p = &self.problem.pools[pi];
-        let with: Vec<usize> =
-            (0..p.layouts.len()).filter(|&l| p.layouts[l].counts.get(q).is_some_and(|&c| c > 0)).collect();
-        if !self.large {
-            return with;
-        }
-        let count = |l: usize| p.layouts[l].counts.get(q).copied().unwrap_or(0);
-        with.iter().copied().max_by(|&a, &b| count(a).cmp(&count(b)).then(b.cmp(&a))).into_iter().collect()
     }
 
     /// Per pool: GPUs per layout, whole, time-sliced per k, combined-compute time-sliced per
@@ -474,7 +461,10 @@ impl<'p, 'a> Program<'p, 'a> {
                     && !tm.contains_key(&(q, k))
                 {
                     let layouts: Vec<(usize, Variable)> =
-                        self.mig_ts_layouts(pi, q).into_iter().map(|l| (l, count(self, gcap))).collect();
+                        crate::plan::problem::mig_ts_layouts(self.problem, pi, q, self.problem.small)
+                            .into_iter()
+                            .map(|l| (l, count(self, gcap)))
+                            .collect();
                     tm.insert((q, k), layouts);
                     zm.insert((q, k), count(self, ncap));
                 }
@@ -588,7 +578,7 @@ impl<'p, 'a> Program<'p, 'a> {
                             supply += f64::from(c) * v.g[l];
                         }
                     }
-                    for (&(shared, _), layouts) in &v.tm {
+                    for (&(shared, _), layouts) in v.tm.iter().filter(|_| self.problem.small) {
                         for &(l, var) in layouts.iter().filter(|_| shared != q) {
                             let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
                             if c > 0 {

@@ -210,10 +210,11 @@ pub(crate) struct Problem<'a> {
     /// Whether some `spread: gpu` model may run on MIG instances (then placements check
     /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
     pub mig_spread_models: bool,
-    /// Small programs (not [`crate::plan::milp::is_large`]) model more: heavy time-sliced
-    /// tenants on combined-compute nodes, and exclusive MIG replicas on the other instances of
-    /// MIG time-slicing GPUs. Large ones leave both out (their options and placements too, so
-    /// that every plan stays inside the model its bound is for).
+    /// Small programs (not [`crate::plan::milp::is_large`], and the extensions within
+    /// [`SMALL_EXTENSION_VARIABLES`]) model more: heavy time-sliced tenants on combined-compute
+    /// nodes, and exclusive MIG replicas on the other instances of MIG time-slicing GPUs of
+    /// any layout. Others leave both out (their options and placements too, so that every plan
+    /// stays inside the model its bound is for).
     pub small: bool,
 }
 
@@ -311,7 +312,16 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     };
     // Heavy time-slices only where the optimiser models them: small programs, models without
     // spread (their columns have no combined-compute variables).
-    problem.small = !crate::plan::milp::is_large(&problem);
+    let replicas: u64 = problem
+        .models
+        .iter()
+        .map(|m| match m.need {
+            Need::Replicas(n) => u64::from(n),
+            Need::Rate { .. } => u64::from(SMALL_REPLICAS) + 1,
+        })
+        .sum();
+    problem.small = !crate::plan::milp::is_large(&problem)
+        && (replicas <= u64::from(SMALL_REPLICAS) || extension_size(&problem) <= SMALL_EXTENSION_VARIABLES);
     let eff = spec.policy.time_slicing_efficiency;
     for mc in &mut problem.models {
         let keep_heavy = problem.small && mc.spec.spread == Spread::None;
@@ -330,6 +340,71 @@ fn ts_size(compute: f64, k: u32, efficiency: f64) -> f64 {
     } else {
         compute / efficiency.max(1e-9) + 1e-3 * f64::from(k)
     }
+}
+
+/// Variables the small-program extensions may add at most (see [`Problem::small`]): beyond
+/// this the branch and bound slows down enough (HiGHS at its node limit on a 40-model,
+/// 128-GPU spec) that the plan gets worse than without them.
+const SMALL_EXTENSION_VARIABLES: usize = 40;
+
+/// Inputs with at most this many replicas (and no rate demand) are small whatever the size of
+/// the extensions: their programs stay small.
+const SMALL_REPLICAS: u32 = 32;
+
+/// Candidate layouts (indices into `PoolCtx::layouts`) of GPUs on nodes that time-slice
+/// profile `q` of pool `pi`: the one with the most `q` instances (the homogeneous cut, plus
+/// idle instances), and with `mixed`, per other profile some model may use exclusively in the
+/// pool, the layout with a `q` instance and the most instances of that profile (then the most
+/// `q`): where exclusive replicas of that profile share a GPU with the shared ones.
+pub(crate) fn mig_ts_layouts(problem: &Problem<'_>, pi: usize, q: usize, mixed: bool) -> Vec<usize> {
+    let Some(p) = problem.pools.get(pi) else { return Vec::new() };
+    let count = |l: usize, x: usize| p.layouts[l].counts.get(x).copied().unwrap_or(0);
+    let with: Vec<usize> = (0..p.layouts.len()).filter(|&l| count(l, q) > 0).collect();
+    let best = |key: &dyn Fn(usize) -> (u8, u8)| {
+        with.iter().copied().max_by(|&a, &b| key(a).cmp(&key(b)).then(b.cmp(&a)))
+    };
+    let mut out: Vec<usize> = best(&|l| (count(l, q), 0)).into_iter().collect();
+    if mixed {
+        let exclusive: std::collections::BTreeSet<usize> = problem
+            .models
+            .iter()
+            .flat_map(|m| &m.options)
+            .filter_map(|o| match o.kind {
+                Kind::Mig(x) if o.pool == pi && x != q => Some(x),
+                _ => None,
+            })
+            .collect();
+        for x in exclusive {
+            if let Some(l) = best(&|l| (count(l, x), count(l, q))).filter(|&l| count(l, x) > 0) {
+                out.push(l);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The variables the extensions would add: a combined-compute replica variable per time-slice
+/// option of a model without spread, and a GPU variable per candidate layout of every
+/// (pool, profile, k) of MIG time-slicing beyond the one a large program has.
+fn extension_size(problem: &Problem<'_>) -> usize {
+    let ts = problem
+        .models
+        .iter()
+        .filter(|m| m.spec.spread == Spread::None)
+        .flat_map(|m| &m.options)
+        .filter(|o| matches!(o.kind, Kind::TimeSliced(_)))
+        .count();
+    let pairs: std::collections::BTreeSet<(usize, usize, u32)> = problem
+        .models
+        .iter()
+        .flat_map(|m| &m.options)
+        .filter_map(|o| if let Kind::MigTs(q, k) = o.kind { Some((o.pool, q, k)) } else { None })
+        .collect();
+    let mig: usize =
+        pairs.iter().map(|&(pi, q, _)| mig_ts_layouts(problem, pi, q, true).len().saturating_sub(1)).sum();
+    ts + mig
 }
 
 /// Whether `o` is a heavy time-slice for a tenant of compute `c` ([`rules::light_tenant`]).

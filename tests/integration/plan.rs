@@ -923,7 +923,8 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
 /// Issue 13: one A100 with a model needing more SMs than `3g.40gb` has (compute 0.4: a
 /// `4g.40gb`) and four small shared models: `4g.40gb` + 3 × `1g.10gb`, the `1g` instances
 /// time-sliced two ways on that node, serves everything on one GPU — MIG time-slicing of some
-/// instances of a mixed layout. The planner finds it; the bound and the verifier agree.
+/// instances of a mixed layout. The planner finds one such GPU; the bound and the verifier
+/// agree.
 #[test]
 fn time_slicing_some_instances_of_a_mixed_mig_layout() {
     let catalog = catalog();
@@ -941,12 +942,11 @@ fn time_slicing_some_instances_of_a_mixed_mig_layout() {
     assert_eq!(p.quality.proof, gpuplan::plan::Proof::Optimal);
     let GpuMode::Mig { instances } = &p.pools[0].nodes[0].gpus[0].mode else { panic!("{:?}", p.pools) };
     let names: Vec<&str> = instances.iter().map(|i| i.profile.as_str()).collect();
-    assert!(
-        names.contains(&"4g.40gb") && names.iter().filter(|n| n.starts_with("1g")).count() >= 2,
-        "{names:?}"
-    );
+    // `4g.40gb` for the big model, the small ones on the other instances, some time-sliced
+    // (`1g.10gb` × 3 shared, or `2g.20gb` shared next to an exclusive `1g.10gb`: both fit).
+    assert!(names.contains(&"4g.40gb") && names.len() >= 2, "{names:?}");
     let config = &p.device_plugin_configs[&p.pools[0].nodes[0].device_plugin_config];
-    assert!(config.time_slicing.keys().any(|r| r.starts_with("nvidia.com/mig-1g")), "{config:?}");
+    assert!(config.time_slicing.keys().any(|r| r.starts_with("nvidia.com/mig-")), "{config:?}");
 }
 
 /// A bound equal to the cost up to rounding (350.9999999 against 351.00) is equal: the plan
