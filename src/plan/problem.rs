@@ -210,8 +210,8 @@ pub(crate) struct Problem<'a> {
     /// Whether some `spread: gpu` model may run on MIG instances (then placements check
     /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
     pub mig_spread_models: bool,
-    /// Small programs (not [`crate::plan::milp::is_large`], and the extensions within
-    /// [`SMALL_EXTENSION_VARIABLES`]) model more: heavy time-sliced tenants on combined-compute
+    /// Small problems (at most [`SMALL_REPLICAS`] replicas, no rate demand, and not
+    /// [`crate::plan::milp::is_large`]) model more: heavy time-sliced tenants on combined-compute
     /// nodes, and exclusive MIG replicas on the other instances of MIG time-slicing GPUs of
     /// any layout. Others leave both out (their options and placements too, so that every plan
     /// stays inside the model its bound is for).
@@ -320,8 +320,7 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
             Need::Rate { .. } => u64::from(SMALL_REPLICAS) + 1,
         })
         .sum();
-    problem.small = !crate::plan::milp::is_large(&problem)
-        && (replicas <= u64::from(SMALL_REPLICAS) || extension_size(&problem) <= SMALL_EXTENSION_VARIABLES);
+    problem.small = !crate::plan::milp::is_large(&problem) && replicas <= u64::from(SMALL_REPLICAS);
     let eff = spec.policy.time_slicing_efficiency;
     for mc in &mut problem.models {
         let keep_heavy = problem.small && mc.spec.spread == Spread::None;
@@ -342,13 +341,10 @@ fn ts_size(compute: f64, k: u32, efficiency: f64) -> f64 {
     }
 }
 
-/// Variables the small-program extensions may add at most (see [`Problem::small`]): beyond
-/// this the branch and bound slows down enough (HiGHS at its node limit on a 40-model,
-/// 128-GPU spec) that the plan gets worse than without them.
-const SMALL_EXTENSION_VARIABLES: usize = 40;
-
-/// Inputs with at most this many replicas (and no rate demand) are small whatever the size of
-/// the extensions: their programs stay small.
+/// Inputs with at most this many replicas (and no rate demand) are small (see
+/// [`Problem::small`]). Beyond, the extensions' variables slowed HiGHS down enough to plan
+/// worse: a 40-model, 128-GPU spec took 79 GPUs instead of 77, the priced 100-GPU benchmark
+/// fleet $111.20/h instead of $106.40/h.
 const SMALL_REPLICAS: u32 = 32;
 
 /// Candidate layouts (indices into `PoolCtx::layouts`) of GPUs on nodes that time-slice
@@ -383,28 +379,6 @@ pub(crate) fn mig_ts_layouts(problem: &Problem<'_>, pi: usize, q: usize, mixed: 
     out.sort_unstable();
     out.dedup();
     out
-}
-
-/// The variables the extensions would add: a combined-compute replica variable per time-slice
-/// option of a model without spread, and a GPU variable per candidate layout of every
-/// (pool, profile, k) of MIG time-slicing beyond the one a large program has.
-fn extension_size(problem: &Problem<'_>) -> usize {
-    let ts = problem
-        .models
-        .iter()
-        .filter(|m| m.spec.spread == Spread::None)
-        .flat_map(|m| &m.options)
-        .filter(|o| matches!(o.kind, Kind::TimeSliced(_)))
-        .count();
-    let pairs: std::collections::BTreeSet<(usize, usize, u32)> = problem
-        .models
-        .iter()
-        .flat_map(|m| &m.options)
-        .filter_map(|o| if let Kind::MigTs(q, k) = o.kind { Some((o.pool, q, k)) } else { None })
-        .collect();
-    let mig: usize =
-        pairs.iter().map(|&(pi, q, _)| mig_ts_layouts(problem, pi, q, true).len().saturating_sub(1)).sum();
-    ts + mig
 }
 
 /// Whether `o` is a heavy time-slice for a tenant of compute `c` ([`rules::light_tenant`]).
