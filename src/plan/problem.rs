@@ -343,8 +343,8 @@ fn ts_size(compute: f64, k: u32, efficiency: f64) -> f64 {
 
 /// Inputs with at most this many replicas (and no rate demand) are small (see
 /// [`Problem::small`]). Beyond, the extensions' variables slowed HiGHS down enough to plan
-/// worse: a 40-model, 128-GPU spec took 79 GPUs instead of 77, the priced 100-GPU benchmark
-/// fleet $111.20/h instead of $106.40/h.
+/// worse: a 40-model, 128-GPU spec (`mid_size_plan_is_near_the_bound…`) took 79 GPUs
+/// instead of 77.
 const SMALL_REPLICAS: u32 = 32;
 
 /// Candidate layouts (indices into `PoolCtx::layouts`) of GPUs on nodes that time-slice
