@@ -3,10 +3,11 @@
 //! and table in [`parvagpu`] (`benches/parvagpu.rs`). Not used by the CLI; it sits above every
 //! stage and no stage imports it (tests may).
 //!
-//! In: a scenario name or size and a seed. Out: a checked [`Spec`] built directly (no manifest
-//! text) and the [`Catalog`] it refers to. Guaranteed: deterministic — the same arguments give
-//! the same spec on any machine (a tiny splitmix64 generator, no platform randomness, no clock);
-//! pools and models sorted by name as `spec::validate` would leave them.
+//! In: a scenario name or size and a seed. Out: a [`Spec`] built from generated parts through
+//! [`Spec::from_parts`] (no manifest text, so `spec::validate`'s checks are kept by construction)
+//! and the [`Catalog`] it refers to. Guaranteed: deterministic — the same arguments give the same
+//! spec on any machine (a tiny splitmix64 generator, no platform randomness, no clock); pools and
+//! models sorted by name, as `Spec::from_parts` always leaves them.
 //!
 //! Fleets mix three GPU types: `A100-SXM4-80GB` (built in), `H100-SXM5-80GB` and `L4`. The two
 //! last are taken from the catalog when it has them and otherwise built here (H100: the memory GPU
@@ -23,8 +24,8 @@ use std::collections::BTreeMap;
 use crate::catalog::Catalog;
 use crate::plan::latency::DEFAULT_TIME_SLICING_EFFICIENCY;
 use crate::spec::{
-    Cluster, Demand, Isolation, MigStrategy, Model, Nodes, OutputOptions, Policy, Pool, Spec, Spread,
-    TimeSlicingOptions,
+    ChangePolicy, Cluster, Demand, Isolation, MigStrategy, Model, Nodes, OutputOptions, Policy, Pool, Spec,
+    Spread, TimeSlicingOptions,
 };
 
 /// Catalog id of the A100 80GB SXM4.
@@ -132,34 +133,23 @@ pub fn fleet(gpus: u32, models: u32, seed: u64, priced: bool) -> (Spec, Catalog)
             m
         } else if roll < 0.2 {
             let mut m = model(&name, gib(rng.range(28.0, 78.0)), rng.range(0.4, 1.0), 1);
-            m.isolation = if rng.unit() < 0.5 { Isolation::Hardware } else { Isolation::Dedicated };
+            m.isolation = rng.pick(&[(0.5, Isolation::Hardware)], Isolation::Dedicated);
             m.llm = m.memory_mib > gib(40.0);
             m
         } else {
             // Small models: memory 2–24 GiB, skewed towards the small end.
             let memory = 2.0 * (12.0f64).powf(rng.unit());
             let mut m = model(&name, gib(memory), rng.range(0.05, 0.5), 1);
-            let iso = rng.unit();
-            m.isolation = if iso < 0.5 {
-                Isolation::Shared
-            } else if iso < 0.9 {
-                Isolation::Hardware
-            } else {
-                Isolation::Dedicated
-            };
+            m.isolation =
+                rng.pick(&[(0.5, Isolation::Shared), (0.9, Isolation::Hardware)], Isolation::Dedicated);
             m
         };
         let weight = gpu_equivalents(&m);
         let mut replicas = (budget / weight * rng.range(0.5, 1.5)).round().max(1.0) as u32;
-        let spread = rng.unit();
-        m.spread = if spread < 0.6 {
-            Spread::None
-        } else if spread < 0.8 {
-            Spread::Gpu
-        } else {
+        m.spread = rng.pick(&[(0.6, Spread::None), (0.8, Spread::Gpu)], Spread::Node);
+        if m.spread == Spread::Node {
             replicas = replicas.min(node_spread_cap);
-            Spread::Node
-        };
+        }
         m.demand = Demand::Replicas(replicas);
         out.push(m);
     }
@@ -206,37 +196,37 @@ pub fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Vec<String>) -> Po
     }
 }
 
-/// A spec with the default cluster settings and policies; pools and models sorted by name.
-pub fn spec(name: &str, mut pools: Vec<Pool>, mut models: Vec<Model>) -> Spec {
-    pools.sort_by(|a, b| a.name.cmp(&b.name));
-    models.sort_by(|a, b| a.name.cmp(&b.name));
-    Spec {
-        name: name.to_owned(),
-        cluster: Cluster {
-            namespace: "inference".to_owned(),
-            operator_namespace: "gpu-operator".to_owned(),
-            mig_strategy: MigStrategy::Mixed,
-            time_slicing: TimeSlicingOptions {
-                rename_by_default: true,
-                fail_requests_greater_than_one: true,
-            },
-            output: OutputOptions {
-                cluster_policy_patch: true,
-                helm_values: true,
-                argocd: None,
-                flux: None,
-                namespaces: true,
-            },
+/// A spec with the default cluster settings and [`policy`]; pools and models sorted by name.
+pub fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
+    spec_with(name, pools, models, policy())
+}
+
+/// A spec with the default cluster settings and the given policy ([`Spec::from_parts`]).
+pub fn spec_with(name: &str, pools: Vec<Pool>, models: Vec<Model>, policy: Policy) -> Spec {
+    let cluster = Cluster {
+        namespace: "inference".to_owned(),
+        operator_namespace: "gpu-operator".to_owned(),
+        mig_strategy: MigStrategy::Mixed,
+        time_slicing: TimeSlicingOptions { rename_by_default: true, fail_requests_greater_than_one: true },
+        output: OutputOptions {
+            cluster_policy_patch: true,
+            helm_values: true,
+            argocd: None,
+            flux: None,
+            namespaces: true,
         },
-        pools,
-        models,
-        policy: Policy {
-            llm_never_time_sliced: true,
-            max_time_slicing_replicas: 8,
-            memory_headroom: 0.0,
-            time_slicing_efficiency: DEFAULT_TIME_SLICING_EFFICIENCY,
-        },
-        change_policy: Default::default(),
+    };
+    Spec::from_parts(name, cluster, pools, models, policy, ChangePolicy::default())
+}
+
+/// The generators' policy: LLMs never time-sliced, up to 8 time-slicing replicas, no memory
+/// headroom, the default time-slicing efficiency.
+pub fn policy() -> Policy {
+    Policy {
+        llm_never_time_sliced: true,
+        max_time_slicing_replicas: 8,
+        memory_headroom: 0.0,
+        time_slicing_efficiency: DEFAULT_TIME_SLICING_EFFICIENCY,
     }
 }
 
@@ -280,6 +270,12 @@ impl SplitMix64 {
     /// A uniform float in [lo, hi).
     pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.unit()
+    }
+
+    /// One uniform draw: the value of the first threshold it falls below, else `last`.
+    pub fn pick<T: Copy>(&mut self, below: &[(f64, T)], last: T) -> T {
+        let draw = self.unit();
+        below.iter().find(|(threshold, _)| draw < *threshold).map_or(last, |(_, value)| *value)
     }
 }
 

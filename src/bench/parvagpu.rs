@@ -120,23 +120,33 @@ fn rows(file: FileId, text: &str) -> Vec<(Span, Vec<Cell<'_>>)> {
     out
 }
 
-fn check_header(
-    file: FileId,
-    rows: &[(Span, Vec<Cell<'_>>)],
-    expected: &[&str],
+/// The data rows of a ParvaGPU file whose first line must be `header`, or `None` (reported) when
+/// it is not; rows with another number of fields are reported and left out.
+fn data_rows<'t>(
+    sources: &mut Sources,
+    name: &str,
+    text: &'t str,
+    header: &[&str],
     diags: &mut Diagnostics,
-) -> bool {
+) -> Option<Vec<(Span, Vec<Cell<'t>>)>> {
+    let file = sources.add(name, text);
+    let rows = rows(file, text);
     let found: Option<Vec<&str>> = rows.first().map(|(_, cells)| cells.iter().map(|c| c.text).collect());
-    if found.as_deref() == Some(expected) {
-        return true;
+    if found.as_deref() != Some(header) {
+        let span = rows.first().map_or(Span::new(file, 0..0), |(s, _)| s.clone());
+        diags.push(
+            Diagnostic::error(codes::MEASUREMENT_HEADER, "this is not the header of a ParvaGPU file")
+                .at(span, "unexpected header")
+                .with_help(format!("the header is `{}`", header.join(","))),
+        );
+        return None;
     }
-    let span = rows.first().map_or(Span::new(file, 0..0), |(s, _)| s.clone());
-    diags.push(
-        Diagnostic::error(codes::MEASUREMENT_HEADER, "this is not the header of a ParvaGPU file")
-            .at(span, "unexpected header")
-            .with_help(format!("the header is `{}`", expected.join(","))),
-    );
-    false
+    Some(
+        rows.into_iter()
+            .skip(1)
+            .filter(|(span, cells)| row_length(span, cells, header.len(), diags))
+            .collect(),
+    )
 }
 
 fn row_length(span: &Span, cells: &[Cell<'_>], expected: usize, diags: &mut Diagnostics) -> bool {
@@ -155,39 +165,36 @@ fn row_length(span: &Span, cells: &[Cell<'_>], expected: usize, diags: &mut Diag
 }
 
 fn count(cell: &Cell<'_>, min: u32, diags: &mut Diagnostics) -> Option<u32> {
-    match cell.text.parse::<u32>() {
-        Ok(n) if n >= min => Some(n),
-        _ => {
-            diags.push(
-                Diagnostic::error(
-                    codes::MEASUREMENT_VALUE,
-                    format!("`{}` is not a count of at least {min}", cell.text),
-                )
-                .at(cell.span.clone(), "expected a whole number")
-                .with_help("write a non-negative integer"),
-            );
-            None
-        }
-    }
+    let n = cell.text.parse::<u32>().ok().filter(|n| *n >= min);
+    let help = "write a non-negative integer";
+    value(cell, n, &format!("a count of at least {min}"), "expected a whole number", help, diags)
 }
 
 fn number(cell: &Cell<'_>, diags: &mut Diagnostics) -> Option<f64> {
     let plain = !cell.text.is_empty()
         && cell.text.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'));
-    match cell.text.parse::<f64>() {
-        Ok(v) if plain && v.is_finite() && v >= 0.0 => Some(v),
-        _ => {
-            diags.push(
-                Diagnostic::error(
-                    codes::MEASUREMENT_VALUE,
-                    format!("`{}` is not a non-negative number", cell.text),
-                )
-                .at(cell.span.clone(), "expected a number")
-                .with_help("write a decimal number such as `74.408`"),
-            );
-            None
-        }
+    let v = cell.text.parse::<f64>().ok().filter(|v| plain && v.is_finite() && *v >= 0.0);
+    let help = "write a decimal number such as `74.408`";
+    value(cell, v, "a non-negative number", "expected a number", help, diags)
+}
+
+/// `parsed`, or a `measurement-value` error at the cell when it is `None`.
+fn value<T>(
+    cell: &Cell<'_>,
+    parsed: Option<T>,
+    expected: &str,
+    label: &str,
+    help: &str,
+    diags: &mut Diagnostics,
+) -> Option<T> {
+    if parsed.is_none() {
+        diags.push(
+            Diagnostic::error(codes::MEASUREMENT_VALUE, format!("`{}` is not {expected}", cell.text))
+                .at(cell.span.clone(), label)
+                .with_help(help),
+        );
     }
+    parsed
 }
 
 /// Reads one `prof_data/<model>.csv` file into gpuplan measured points (conversion in the module docs).
@@ -197,18 +204,13 @@ pub fn parse_profile(
     text: &str,
     options: ImportOptions,
 ) -> Result<Vec<MeasuredPoint>, Diagnostics> {
-    let file = sources.add(name, text);
-    let rows = rows(file, text);
     let mut diags = Diagnostics::new();
-    if !check_header(file, &rows, &PROFILE_HEADER, &mut diags) {
+    let Some(rows) = data_rows(sources, name, text, &PROFILE_HEADER, &mut diags) else {
         return Err(diags);
-    }
+    };
     let mut points = Vec::new();
     let mut seen: BTreeMap<(&'static str, u32, u32), Span> = BTreeMap::new();
-    for (span, cells) in rows.iter().skip(1) {
-        if !row_length(span, cells, PROFILE_HEADER.len(), &mut diags) {
-            continue;
-        }
+    for (span, cells) in &rows {
         let before = diags.0.len();
         let gpcs = count(&cells[0], 1, &mut diags);
         let profile = gpcs.and_then(|g| {
@@ -402,17 +404,12 @@ impl Deployment {
 
 /// Reads a `SLO<n>_ParvaGPU_deploy.csv` file.
 pub fn parse_deployment(sources: &mut Sources, name: &str, text: &str) -> Result<Deployment, Diagnostics> {
-    let file = sources.add(name, text);
-    let rows = rows(file, text);
     let mut diags = Diagnostics::new();
-    if !check_header(file, &rows, &DEPLOY_HEADER, &mut diags) {
+    let Some(rows) = data_rows(sources, name, text, &DEPLOY_HEADER, &mut diags) else {
         return Err(diags);
-    }
+    };
     let mut deployment = Deployment::default();
-    for (span, cells) in rows.iter().skip(1) {
-        if !row_length(span, cells, DEPLOY_HEADER.len(), &mut diags) {
-            continue;
-        }
+    for (_, cells) in &rows {
         let ints: Vec<Option<u32>> =
             [0, 1, 3, 4, 5, 6].iter().map(|&i| count(&cells[i], u32::from(i >= 4), &mut diags)).collect();
         if let [Some(node), Some(gpu), Some(start), Some(gpcs), Some(batch_size), Some(processes)] = ints[..]

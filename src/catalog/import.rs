@@ -476,6 +476,8 @@ pub fn import(
         ),
         driver: info.driver.clone(),
         name,
+        // The driver does not print datasheet figures; a merge keeps the existing entry's.
+        throughput: None,
         mig: Some(MigGeometry { compute_slices, memory_slices, profiles }),
     };
     let problems = check_model(&gpu);

@@ -72,9 +72,26 @@ pub struct GpuModel {
     /// Driver version `memoryMib` was read from, when known (memory sizes change between drivers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// Datasheet throughput figures, used to move a latency baseline measured on another GPU to
+    /// this one (`plan::latency::scale_baseline_ms`); absent when the catalog has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Throughput>,
     /// MIG geometry; absent for GPUs without MIG.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig: Option<MigGeometry>,
+}
+
+/// A GPU's peak figures as its vendor's datasheet states them (not measured by gpuplan).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Throughput {
+    /// Peak memory bandwidth, GB/s.
+    pub memory_bandwidth_gbps: f64,
+    /// Peak dense FP16 Tensor Core throughput, TFLOPS (the datasheet's "with sparsity" figure
+    /// halved where it only prints that one).
+    pub fp16_dense_tflops: f64,
+    /// The public document the two figures come from.
+    pub source: String,
 }
 
 /// How a MIG-capable GPU is cut.
@@ -195,6 +212,16 @@ pub fn check_model(gpu: &GpuModel) -> Vec<String> {
     }
     if gpu.memory_mib == 0 {
         problems.push("`memoryMib` must be positive".to_owned());
+    }
+    if let Some(t) = &gpu.throughput {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(t.memory_bandwidth_gbps) || !positive(t.fp16_dense_tflops) {
+            problems.push("`throughput` figures must be positive numbers".to_owned());
+        }
+        if t.source.trim().is_empty() {
+            problems
+                .push("`throughput.source` must name the public document the figures come from".to_owned());
+        }
     }
     let Some(mig) = &gpu.mig else { return problems };
     if mig.compute_slices == 0 || mig.memory_slices == 0 {

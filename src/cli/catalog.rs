@@ -209,6 +209,15 @@ fn describe(gpu: &GpuModel, maximal: &[Layout]) -> String {
         if gpu.source.is_empty() { "-" } else { &gpu.source },
         gpu.driver.as_ref().map_or_else(String::new, |d| format!(" (driver {d})"))
     ));
+    match &gpu.throughput {
+        Some(t) => text.push_str(&format!(
+            "throughput: {} GB/s, {} dense FP16 TFLOPS (source: {})\n",
+            t.memory_bandwidth_gbps, t.fp16_dense_tflops, t.source
+        )),
+        None => text.push_str(
+            "throughput: - (no datasheet figures; latency baselines are not moved to or from it)\n",
+        ),
+    }
     let Some(mig) = &gpu.mig else {
         text.push_str("no MIG: use it whole or time-sliced\n");
         return text;

@@ -40,6 +40,15 @@ pub fn report(ctx: &Ctx, sources: &Sources, diagnostics: &Diagnostics) -> anyhow
     Ok(())
 }
 
+/// `--catalog DIR` of the commands that read the catalog without a manifest (`compile` and its
+/// kin document it with the replacement rule, `catalog` and `measurements` make it global).
+#[derive(Debug, clap::Args)]
+pub struct CatalogDirs {
+    /// Extra catalog folder with GPU entries (YAML).
+    #[arg(long = "catalog", value_name = "DIR")]
+    pub dirs: Vec<std::path::PathBuf>,
+}
+
 /// Loads the catalog: the built-in entries plus the user's folders (or single files), and reports
 /// the catalog's diagnostics on stderr. Bad catalog files make it fail as a tool error; commands
 /// that want exit code 1 for them use [`load_catalog_checked`].

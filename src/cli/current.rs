@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::common::{load_catalog_checked, read_text};
+use super::common::{CatalogDirs, load_catalog_checked, read_text};
 use super::{Ctx, ExitStatus, Format};
 
 /// Today's layouts of a cluster gpuplan did not plan, for the manifest's `current`.
@@ -33,14 +33,13 @@ pub struct ImportArgs {
     /// The mig-parted config: `kubectl get configmap NAME -n gpu-operator -o yaml`, or its `config.yaml`.
     #[arg(long, value_name = "FILE")]
     pub mig_config: Option<PathBuf>,
-    /// Extra catalog folder with GPU entries (YAML).
-    #[arg(long, value_name = "DIR")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogDirs,
 }
 
 pub fn run(ctx: &Ctx, args: &CurrentArgs) -> anyhow::Result<ExitStatus> {
     let CurrentCommand::Import(args) = &args.command;
-    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
+    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog.dirs)? else {
         return Ok(ExitStatus::Problems);
     };
     let nodes = read_text(&args.nodes)?;

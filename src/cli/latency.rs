@@ -3,7 +3,9 @@
 //! In: a JSON file in the format of `tests/data/timeslicing/` (capacities of services alone plus
 //! scenarios of co-located members). Out: for every member of every scenario, the model's p99
 //! (or why it refuses) beside the measured p99; with `--format json` a list of objects
-//! `{scenario, member, load, predicted_p99_ms, measured_p99_ms, refused}`. The prediction itself
+//! `{scenario, member, load, predicted_p99_ms, measured_p99_ms, refused, calibrated}`
+//! (`calibrated` is false for runs on another GPU than the H200 or with MIG enabled: the law's
+//! answer there is unchecked, and the human output says so). The prediction itself
 //! is [`crate::plan::latency::evaluate`]; this file only reads and prints.
 
 use std::path::PathBuf;
@@ -71,6 +73,14 @@ pub fn run(ctx: &Ctx, args: &LatencyArgs) -> anyhow::Result<ExitStatus> {
                 "\n{accepted} of {} members predicted; {within} of {accepted} within ±25% of the measured p99\n",
                 rows.len()
             ));
+            if !file.calibrated() {
+                text.push_str(&format!(
+                    "note: these runs are on `{}` with MIG `{}`; the law is calibrated on {} with MIG disabled only, so these predictions are uncalibrated\n",
+                    file.gpu.as_deref().unwrap_or("?"),
+                    file.mig.as_deref().unwrap_or("?"),
+                    latency::CALIBRATED_GPU
+                ));
+            }
             ctx.out(&text)?;
         }
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{load_catalog_checked, read_text, report};
+use super::common::{CatalogDirs, load_catalog_checked, read_text, report};
 use super::{Ctx, ExitStatus, Format};
 use crate::diagnostics::Sources;
 
@@ -18,13 +18,12 @@ use crate::diagnostics::Sources;
 pub struct LintArgs {
     /// The mig-parted config file, or a ConfigMap holding it under `config.yaml`.
     pub file: PathBuf,
-    /// Extra catalog folder with GPU entries (YAML).
-    #[arg(long, value_name = "DIR")]
-    pub catalog: Vec<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogDirs,
 }
 
 pub fn run(ctx: &Ctx, args: &LintArgs) -> anyhow::Result<ExitStatus> {
-    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
+    let Ok(catalog) = load_catalog_checked(ctx, &args.catalog.dirs)? else {
         return Ok(ExitStatus::Problems);
     };
     let text = read_text(&args.file)?;

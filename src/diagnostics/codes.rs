@@ -105,6 +105,8 @@ codes! {
     SPREAD_EXCEEDS_CAPACITY = "spread-exceeds-capacity";
     /// Isolation `hardware` where no pool has MIG: every replica takes a whole GPU.
     HARDWARE_ISOLATION_WHOLE_GPU = "hardware-isolation-whole-gpu";
+    /// A latency baseline without `baselineGpu` on a model that may run on several GPU types.
+    LATENCY_BASELINE_GPU_UNSTATED = "latency-baseline-gpu-unstated";
     /// A model breaks a policy of the manifest (for example an LLM that may be time-sliced).
     POLICY_VIOLATION = "policy-violation";
     /// A rate demand without any usable measured point.

@@ -500,6 +500,10 @@ pub struct Latency {
     /// Latency of one request measured on a whole, unshared GPU: the floor any partition adds to.
     #[schemars(extend("pattern" = DURATION_PATTERN))]
     pub baseline: Option<Sp<String>>,
+    /// The GPU type (catalog id, alias or product name) `baseline` was measured on; on other GPU
+    /// types gpuplan scales it by the catalog's throughput figures. Absent: the baseline holds on
+    /// every GPU type unchanged.
+    pub baseline_gpu: Option<Sp<String>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }

@@ -137,7 +137,7 @@ pub const MODEL_FIELDS: &[&str] = &[
 pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
 pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
 pub const POINT_FIELDS: &[&str] = &["gpu", "profile", "batchSize", "processes", "rps", "latency"];
-pub const LATENCY_FIELDS: &[&str] = &["p99", "baseline"];
+pub const LATENCY_FIELDS: &[&str] = &["p99", "baseline", "baselineGpu"];
 
 /// Where each field list lives, to tell a user who put a field at the wrong level.
 const FIELD_HOMES: &[(&str, &[&str])] = &[
@@ -674,7 +674,8 @@ impl Reader {
             let o = r.object(n, "`latency`", LATENCY_FIELDS)?;
             let p99 = r.req(&o, "p99", |r, n| r.quantity(n, "duration", DURATION_UNITS));
             let baseline = r.opt(&o, "baseline", |r, n| r.quantity(n, "duration", DURATION_UNITS));
-            Some(Latency { p99: p99?, baseline, span: r.doc_span(n) })
+            let baseline_gpu = r.opt(&o, "baselineGpu", |r, n| r.string(n));
+            Some(Latency { p99: p99?, baseline, baseline_gpu, span: r.doc_span(n) })
         });
         let spread = self.opt(&o, "spread", |r, n| r.keyword(n));
         let gpu_types = self.opt(&o, "gpuTypes", |r, n| r.strings(n, "GPU ids"));

@@ -444,6 +444,10 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
                 s.push_str(&format!(", predicted p99 {p:.1} ms"));
                 if let Some(l) = &m.latency {
                     s.push_str(&format!(" within the {:.1} ms SLO", l.p99_ms));
+                    let mig = matches!(kind, Kind::Mig(_) | Kind::MigTs(..));
+                    if let Some(note) = super::rules::uncalibrated(l, pool.gpu, mig) {
+                        s.push_str(&format!(" ({note})"));
+                    }
                 }
             }
         }

@@ -19,6 +19,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::Throughput;
+
 /// Throughput that saturating time-sliced tenants deliver together, in GPU-equivalents (H200:
 /// 1.07–1.16; `tests/data/timeslicing/`). Used by [`round_robin_ms`].
 pub const TIME_SLICING_OVERLAP_GAIN: f64 = 1.1;
@@ -28,22 +30,49 @@ pub const TIME_SLICING_OVERLAP_GAIN: f64 = 1.1;
 /// time-slicing against 1.00 with MIG on the same voice pipeline (A100).
 pub const DEFAULT_TIME_SLICING_EFFICIENCY: f64 = 0.76;
 
-/// The utilisation at which an open-loop service's queue diverges (H200 fit: 0.8, below 1 because
-/// Poisson arrivals and context switches waste part of the closed-loop capacity).
-pub const RHO_MAX: f64 = 0.8;
-/// How steeply p99 grows as the effective load approaches [`RHO_MAX`] (fit: 1.5; M/M/1 would be 1).
-pub const EXPONENT: f64 = 1.5;
-/// Weight of a neighbour's load in the effective load: a time-sliced neighbour delays a request
-/// while its own kernels run, but its queue is its own (fit: 0.4).
-pub const NEIGHBOUR_WEIGHT: f64 = 0.4;
-/// Extra p99 per time-sliced neighbour, whatever its load (context switches; fit: 0.2).
-pub const PER_NEIGHBOUR: f64 = 0.2;
-/// Open-loop p99 alone at light load over the closed-loop p99 alone (fit: 1.7): converts the
-/// capacity runs of a calibration file into the law's baseline `b`.
-pub const LIGHT_LOAD_OVER_CLOSED_LOOP: f64 = 1.7;
+/// The law's five fitted parameters ([`LAW`] is the one gpuplan uses; [`fit`] is how it was
+/// chosen, and the cross-validation in `tests/integration/latency.rs` refits it on subsets).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Law {
+    /// Open-loop p99 alone at light load over the closed-loop p99 alone: converts the capacity
+    /// runs of a calibration file into the law's baseline `b`.
+    pub light_load_over_closed_loop: f64,
+    /// The utilisation at which an open-loop service's queue diverges (below 1: Poisson arrivals
+    /// and context switches waste part of the closed-loop capacity).
+    pub rho_max: f64,
+    /// How steeply p99 grows as the effective load approaches `rho_max` (1 is M/M/1's shape).
+    pub exponent: f64,
+    /// Weight of a neighbour's load in the effective load: a time-sliced neighbour delays a
+    /// request while its own kernels run, but its queue is its own.
+    pub neighbour_weight: f64,
+    /// Extra p99 per time-sliced neighbour, whatever its load (context switches).
+    pub per_neighbour: f64,
+}
 
-/// Calibrated range: the effective load `u` may not exceed this (above it the curve is steeper
-/// than run-to-run noise lets one predict: asr at 60% + tts at 15% measured 5.6× asr alone at 60%).
+/// The law gpuplan predicts with: [`fit`] over both vendored H200 files (37 open-loop members
+/// inside the range; `docs/latency-model.md`, "Calibration and cross-validation").
+pub const LAW: Law = Law {
+    light_load_over_closed_loop: 2.1,
+    rho_max: 0.75,
+    exponent: 1.0,
+    neighbour_weight: 0.3,
+    per_neighbour: 0.2,
+};
+
+/// [`LAW`]'s divergence point.
+pub const RHO_MAX: f64 = LAW.rho_max;
+/// [`LAW`]'s exponent.
+pub const EXPONENT: f64 = LAW.exponent;
+/// [`LAW`]'s weight of a neighbour's load.
+pub const NEIGHBOUR_WEIGHT: f64 = LAW.neighbour_weight;
+/// [`LAW`]'s extra p99 per neighbour.
+pub const PER_NEIGHBOUR: f64 = LAW.per_neighbour;
+/// [`LAW`]'s light-load factor.
+pub const LIGHT_LOAD_OVER_CLOSED_LOOP: f64 = LAW.light_load_over_closed_loop;
+
+/// Calibrated range, for every option (exclusive or shared): the effective load `u` may not exceed
+/// this (above it the curve is steeper than run-to-run noise lets one predict: alone, asr measured
+/// 14.9 ms at 60% and 147 ms at 75%; asr at 60% + tts at 15% measured 5.6× asr alone at 60%).
 pub const MAX_EFFECTIVE_LOAD: f64 = 0.6;
 /// Calibrated range: the loads of all tenants of a device together.
 pub const MAX_TOTAL_LOAD: f64 = 0.75;
@@ -69,6 +98,9 @@ pub enum Refusal {
     NoCapacity(String),
     /// A closed-loop member next to open-loop tenants: neither law describes it.
     MixedLoops,
+    /// The baseline was measured on another GPU type and one of the two has no throughput
+    /// figures in the catalog to scale it by: (measured on, wanted on).
+    NoThroughput(String, String),
 }
 
 impl fmt::Display for Refusal {
@@ -96,43 +128,69 @@ impl fmt::Display for Refusal {
             Self::MixedLoops => {
                 write!(f, "a closed-loop member next to open-loop tenants; neither law describes it")
             }
+            Self::NoThroughput(from, to) => write!(
+                f,
+                "the baseline was measured on `{from}` and the catalog has no throughput figures to move it to `{to}`"
+            ),
         }
     }
 }
 
-/// The one law. `baseline_ms`: p99 alone on the device at light load; `own_load`: the replica's
-/// share of the device; `neighbour_loads`: each time-sliced neighbour's share.
+/// The one law ([`LAW`]). `baseline_ms`: p99 alone on the device at light load; `own_load`: the
+/// replica's share of the device; `neighbour_loads`: each time-sliced neighbour's share.
 pub fn predict_p99_ms(baseline_ms: f64, own_load: f64, neighbour_loads: &[f64]) -> Result<f64, Refusal> {
-    let ok = |x: f64| x.is_finite() && x >= 0.0;
-    if !ok(baseline_ms) || !ok(own_load) || !neighbour_loads.iter().all(|&l| l.is_finite()) {
-        return Err(Refusal::InvalidInput);
-    }
-    if neighbour_loads.iter().any(|&l| l >= 1.0) {
-        return Err(Refusal::SaturatingNeighbour);
-    }
-    if neighbour_loads.iter().any(|&l| l < 0.0) {
-        return Err(Refusal::InvalidInput);
-    }
-    let k = neighbour_loads.len();
-    if k > MAX_NEIGHBOURS {
-        return Err(Refusal::TooManyNeighbours(k));
-    }
-    let neighbours: f64 = neighbour_loads.iter().sum();
-    let total = own_load + neighbours;
-    if total > MAX_TOTAL_LOAD + 1e-9 {
-        return Err(Refusal::TotalLoadAboveRange(total));
-    }
-    let u = own_load + NEIGHBOUR_WEIGHT * neighbours;
-    if u > MAX_EFFECTIVE_LOAD + 1e-9 {
-        return Err(Refusal::EffectiveLoadAboveRange(u));
-    }
-    Ok(baseline_ms * queue_factor(u) * (1.0 + PER_NEIGHBOUR * k as f64))
+    LAW.predict_p99_ms(baseline_ms, own_load, neighbour_loads)
 }
 
-/// `(1 − u / RHO_MAX)^(−EXPONENT)`: 1 at no load, growing without bound towards [`RHO_MAX`].
-fn queue_factor(u: f64) -> f64 {
-    let u = u.clamp(0.0, MAX_EFFECTIVE_LOAD);
-    (1.0 - u / RHO_MAX).powf(-EXPONENT)
+impl Law {
+    /// [`predict_p99_ms`] with this law's parameters; the range (the `MAX_*` constants) is the
+    /// same for every law.
+    pub fn predict_p99_ms(
+        &self,
+        baseline_ms: f64,
+        own_load: f64,
+        neighbour_loads: &[f64],
+    ) -> Result<f64, Refusal> {
+        let ok = |x: f64| x.is_finite() && x >= 0.0;
+        if !ok(baseline_ms) || !ok(own_load) || !neighbour_loads.iter().all(|&l| l.is_finite()) {
+            return Err(Refusal::InvalidInput);
+        }
+        if neighbour_loads.iter().any(|&l| l >= 1.0) {
+            return Err(Refusal::SaturatingNeighbour);
+        }
+        if neighbour_loads.iter().any(|&l| l < 0.0) {
+            return Err(Refusal::InvalidInput);
+        }
+        let k = neighbour_loads.len();
+        if k > MAX_NEIGHBOURS {
+            return Err(Refusal::TooManyNeighbours(k));
+        }
+        let neighbours: f64 = neighbour_loads.iter().sum();
+        let total = own_load + neighbours;
+        if total > MAX_TOTAL_LOAD + 1e-9 {
+            return Err(Refusal::TotalLoadAboveRange(total));
+        }
+        let u = own_load + self.neighbour_weight * neighbours;
+        if u > MAX_EFFECTIVE_LOAD + 1e-9 {
+            return Err(Refusal::EffectiveLoadAboveRange(u));
+        }
+        // `(1 − u / rho_max)^(−exponent)`: 1 at no load, growing without bound towards rho_max.
+        let headroom = (1.0 - u.clamp(0.0, MAX_EFFECTIVE_LOAD) / self.rho_max).max(f64::MIN_POSITIVE);
+        Ok(baseline_ms * headroom.powf(-self.exponent) * (1.0 + self.per_neighbour * k as f64))
+    }
+}
+
+/// A baseline p99 measured alone on a whole GPU with the datasheet figures `from`, moved to a
+/// whole GPU with the figures `to`: multiplied by the larger of the two ratios (memory bandwidth,
+/// dense FP16 Tensor Core TFLOPS). A small model's request is bound by one or the other and the
+/// baseline does not say which, so the slower of the two speeds is assumed: moving to a slower
+/// GPU takes the larger slowdown, moving to a faster one the smaller speed-up. Not calibrated
+/// against measurements on two GPU types (`docs/latency-model.md`).
+pub fn scale_baseline_ms(baseline_ms: f64, from: &Throughput, to: &Throughput) -> f64 {
+    let ratio = |a: f64, b: f64| if a > 0.0 && b > 0.0 { a / b } else { f64::INFINITY };
+    let bandwidth = ratio(from.memory_bandwidth_gbps, to.memory_bandwidth_gbps);
+    let tensor = ratio(from.fp16_dense_tflops, to.fp16_dense_tflops);
+    baseline_ms * bandwidth.max(tensor)
 }
 
 /// A MIG instance with `instance_sms` of the GPU's `gpu_sms`, used by one replica whose `compute`
@@ -209,6 +267,10 @@ pub fn round_robin_ms(own_service_ms: f64, neighbour_service_ms: &[f64]) -> f64 
 pub struct CalibrationFile {
     #[serde(default)]
     pub gpu: Option<String>,
+    /// `disabled` for the runs the law is calibrated on; anything else (MIG instances) is outside
+    /// the calibration.
+    #[serde(default)]
+    pub mig: Option<String>,
     pub capacity: std::collections::BTreeMap<String, Capacity>,
     pub scenarios: Vec<Scenario>,
 }
@@ -248,19 +310,41 @@ pub struct MemberPrediction {
     /// Why the model refused, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// False when the file's runs are outside what the law was calibrated on (another GPU than
+    /// [`CALIBRATED_GPU`], or MIG enabled): the prediction is the law's, unchecked there.
+    pub calibrated: bool,
 }
 
-/// Predicts every member of every scenario of a calibration file from the capacities alone.
-/// Open-loop members: [`predict_p99_ms`] with `b = 1.7 ×` the service's closed-loop p99 alone.
+/// The GPU the law was calibrated on (catalog id); MIG disabled.
+pub const CALIBRATED_GPU: &str = "H200-SXM";
+
+impl CalibrationFile {
+    /// Whether the runs are of the kind the law was calibrated on: [`CALIBRATED_GPU`] (or no GPU
+    /// named) with MIG disabled (or not said).
+    pub fn calibrated(&self) -> bool {
+        self.gpu.as_deref().is_none_or(|g| g == CALIBRATED_GPU)
+            && self.mig.as_deref().is_none_or(|m| m.eq_ignore_ascii_case("disabled"))
+    }
+}
+
+/// Predicts every member of every scenario of a calibration file from the capacities alone, with
+/// [`LAW`]. Open-loop members: [`predict_p99_ms`] with `b =` [`LIGHT_LOAD_OVER_CLOSED_LOOP`] `×`
+/// the service's closed-loop p99 alone.
 /// Closed-loop members among closed-loop tenants only: [`round_robin_ms`] of the service times
 /// (`1000 / thr_rps`). Everything else is refused with the reason.
 pub fn evaluate(file: &CalibrationFile) -> Vec<MemberPrediction> {
+    evaluate_with(file, &LAW)
+}
+
+/// [`evaluate`] with another law's parameters (the cross-validation refits them).
+pub fn evaluate_with(file: &CalibrationFile, law: &Law) -> Vec<MemberPrediction> {
+    let calibrated = file.calibrated();
     let mut out = Vec::new();
     for s in &file.scenarios {
         for (i, m) in s.members.iter().enumerate() {
             let others: Vec<&Member> =
                 s.members.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, o)| o).collect();
-            let predicted = predict_member(file, m, &others);
+            let predicted = predict_member(file, law, m, &others);
             out.push(MemberPrediction {
                 scenario: s.scenario.clone(),
                 member: m.name.clone(),
@@ -268,13 +352,14 @@ pub fn evaluate(file: &CalibrationFile) -> Vec<MemberPrediction> {
                 predicted_p99_ms: predicted.as_ref().ok().copied(),
                 measured_p99_ms: m.p99,
                 refused: predicted.err().map(|r| r.to_string()),
+                calibrated,
             });
         }
     }
     out
 }
 
-fn predict_member(file: &CalibrationFile, m: &Member, others: &[&Member]) -> Result<f64, Refusal> {
+fn predict_member(file: &CalibrationFile, law: &Law, m: &Member, others: &[&Member]) -> Result<f64, Refusal> {
     let capacity = |name: &str| file.capacity.get(name).ok_or_else(|| Refusal::NoCapacity(name.to_owned()));
     let service_ms = |name: &str| {
         capacity(name)
@@ -292,9 +377,55 @@ fn predict_member(file: &CalibrationFile, m: &Member, others: &[&Member]) -> Res
     if others.iter().any(|o| closed(o)) {
         return Err(Refusal::SaturatingNeighbour);
     }
-    let base = capacity(&m.name)?.p99 * LIGHT_LOAD_OVER_CLOSED_LOOP;
+    let base = capacity(&m.name)?.p99 * law.light_load_over_closed_loop;
     let loads: Vec<f64> = others.iter().filter_map(|o| o.load).collect();
-    predict_p99_ms(base, m.load.unwrap_or(0.0), &loads)
+    law.predict_p99_ms(base, m.load.unwrap_or(0.0), &loads)
+}
+
+/// How [`LAW`] was chosen: the grid below, minimising a robust (Huber, δ = 0.15) loss on
+/// `ln(predicted / measured)` over the open-loop members the law predicts (closed-loop members
+/// use [`round_robin_ms`], which has no fitted parameter). Five parameters; the range (the
+/// `MAX_*` constants) is fixed, not fitted. `keep` selects the members fitted on (by file index
+/// and scenario name), so that cross-validation can hold some out.
+pub fn fit(files: &[CalibrationFile], keep: &dyn Fn(usize, &str) -> bool) -> Law {
+    const LIGHT: [f64; 6] = [1.3, 1.5, 1.7, 1.9, 2.1, 2.3];
+    const RHO: [f64; 6] = [0.7, 0.75, 0.8, 0.85, 0.9, 1.0];
+    const EXP: [f64; 5] = [1.0, 1.25, 1.5, 1.75, 2.0];
+    const WEIGHT: [f64; 5] = [0.2, 0.3, 0.4, 0.5, 0.6];
+    const PER: [f64; 4] = [0.0, 0.1, 0.2, 0.3];
+    let huber = |x: f64| if x.abs() <= 0.15 { x * x / 2.0 } else { 0.15 * (x.abs() - 0.075) };
+    let mut best = (f64::INFINITY, LAW);
+    for &light_load_over_closed_loop in &LIGHT {
+        for &rho_max in &RHO {
+            for &exponent in &EXP {
+                for &neighbour_weight in &WEIGHT {
+                    for &per_neighbour in &PER {
+                        let law = Law {
+                            light_load_over_closed_loop,
+                            rho_max,
+                            exponent,
+                            neighbour_weight,
+                            per_neighbour,
+                        };
+                        let loss: f64 = files
+                            .iter()
+                            .enumerate()
+                            .flat_map(|(i, f)| evaluate_with(f, &law).into_iter().map(move |r| (i, r)))
+                            .filter(|(i, r)| r.load.is_some() && keep(*i, &r.scenario))
+                            .filter_map(|(_, r)| {
+                                r.predicted_p99_ms.map(|p| huber((p / r.measured_p99_ms).ln()))
+                            })
+                            .sum();
+                        // Strictly better only: ties keep the first (smallest) values, deterministically.
+                        if loss < best.0 - 1e-12 {
+                            best = (loss, law);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    best.1
 }
 
 #[cfg(test)]

@@ -486,7 +486,16 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
             rate_options(pool, pi, m, rate, gpu_mib, &mut options, &mut reject, policy.memory_headroom);
             continue;
         }
-        let baseline = m.latency.as_ref().and_then(|l| l.baseline_ms.map(|b| (l.p99_ms, b)));
+        // The baseline on this pool's GPU type (scaled when measured on another one).
+        let baseline =
+            match m.latency.as_ref().and_then(|l| rules::baseline_ms(l, pool.gpu).map(|b| (l.p99_ms, b))) {
+                Some((slo, Ok(b))) => Some((slo, b)),
+                Some((_, Err(why))) => {
+                    reject(Reason::Latency, format!("the latency model refuses: {why}"));
+                    continue;
+                }
+                None => None,
+            };
         // Whole GPU, exclusive.
         if mem > gpu_mib {
             reject(

@@ -6,7 +6,9 @@
 //! The verifier calls these same functions, and its tests use hand-made counterexamples so
 //! that a bug shared through them cannot hide.
 
+use crate::catalog::GpuModel;
 use crate::plan::latency::{self, Refusal};
+use crate::spec::Latency;
 
 /// Slack for comparisons of shares computed in floating point.
 const EPS: f64 = 1e-9;
@@ -19,6 +21,38 @@ pub fn shared_compute_fits(computes: &[f64], k: u32, efficiency: f64, capacity: 
     sorted.sort_by(|a, b| b.total_cmp(a));
     let top: f64 = sorted.iter().take(k as usize).sum();
     top <= efficiency * capacity + EPS
+}
+
+/// The latency baseline of `latency` on a whole `gpu`, `None` without a baseline: as written
+/// when the manifest does not say which GPU it was measured on (`baselineGpu`) or names this
+/// one; otherwise moved by [`latency::scale_baseline_ms`], refused when either GPU has no
+/// throughput figures in the catalog.
+pub fn baseline_ms(latency: &Latency, gpu: &GpuModel) -> Option<Result<f64, Refusal>> {
+    let b = latency.baseline_ms?;
+    Some(match &latency.baseline_gpu {
+        None => Ok(b),
+        Some(from) if from.id == gpu.id => Ok(b),
+        Some(from) => match (&from.throughput, &gpu.throughput) {
+            (Some(f), Some(t)) => Ok(latency::scale_baseline_ms(b, f, t)),
+            _ => Err(Refusal::NoThroughput(from.id.clone(), gpu.id.clone())),
+        },
+    })
+}
+
+/// What a prediction on `gpu` rests on beyond the calibration (H200 runs, MIG off, baselines
+/// measured on the GPU they are used on), for `explain`: `None` when nothing.
+pub fn uncalibrated(latency: &Latency, gpu: &GpuModel, mig: bool) -> Option<String> {
+    let mut why = Vec::new();
+    if gpu.id != latency::CALIBRATED_GPU {
+        why.push(format!("the law was fitted on `{}` runs only", latency::CALIBRATED_GPU));
+    }
+    if mig {
+        why.push("no MIG runs, the SM stretch is assumed".to_owned());
+    }
+    if let Some(from) = latency.baseline_gpu.as_ref().filter(|from| from.id != gpu.id) {
+        why.push(format!("the baseline is moved from `{}` by datasheet ratios, not measured", from.id));
+    }
+    (!why.is_empty()).then(|| format!("uncalibrated: {}", why.join("; ")))
 }
 
 /// Predicted p99 of a replica alone on a whole GPU at its own load `compute`, from its p99

@@ -106,6 +106,8 @@ const DNS_LABEL: &str =
     "lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters";
 const LABEL_VALUE: &str =
     "letters, digits, `.`, `_` and `-`, starting and ending with a letter or digit, at most 63 characters";
+const DNS_SUBDOMAIN: &str = "a DNS subdomain: lowercase letters, digits, `-` and `.`";
+const EXTENDED_RESOURCE: &str = "an extended resource name such as `nvidia.com/mig-3g.40gb`";
 
 /// Pushes an `unsafe-name` diagnostic for every name the bundle would use and Kubernetes or the
 /// file system would misread.
@@ -212,12 +214,7 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
     for pool in &plan.pools {
         for node in &pool.nodes {
             if !is_dns_subdomain(&node.name) {
-                diags.push(unsafe_name(
-                    None,
-                    "node name",
-                    &node.name,
-                    "a DNS subdomain: lowercase letters, digits, `-` and `.`",
-                ));
+                diags.push(unsafe_name(None, "node name", &node.name, DNS_SUBDOMAIN));
             }
             for (what, value) in [
                 ("mig config name", &node.mig_config),
@@ -232,12 +229,7 @@ pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
     for model in &plan.models {
         for group in &model.groups {
             if !is_extended_resource(&group.resource) {
-                diags.push(unsafe_name(
-                    None,
-                    "resource",
-                    &group.resource,
-                    "an extended resource name such as `nvidia.com/mig-3g.40gb`",
-                ));
+                diags.push(unsafe_name(None, "resource", &group.resource, EXTENDED_RESOURCE));
             }
             if group.resource.ends_with(".shared") && group.per_replica != 1 {
                 diags.push(super::internal(format!(
@@ -273,19 +265,19 @@ mod tests {
 
     #[test]
     fn label_values_refuse_newlines_and_quotes() {
-        assert!(is_label_value("a100-l1"));
-        assert!(!is_label_value("a\nb"));
-        assert!(!is_label_value("a\"b"));
-        assert!(!is_label_value("-a"));
-        assert!(!is_label_value(&"a".repeat(64)));
+        let too_long = "a".repeat(64);
+        for (value, ok) in
+            [("a100-l1", true), ("a\nb", false), ("a\"b", false), ("-a", false), (&too_long, false)]
+        {
+            assert_eq!(is_label_value(value), ok, "{value:?}");
+        }
     }
 
     #[test]
     fn dns_labels_refuse_traversal_and_uppercase() {
-        assert!(is_dns_label("voice-asr"));
-        assert!(!is_dns_label(".."));
-        assert!(!is_dns_label("a/b"));
-        assert!(!is_dns_label("Voice"));
+        for (name, ok) in [("voice-asr", true), ("..", false), ("a/b", false), ("Voice", false)] {
+            assert_eq!(is_dns_label(name), ok, "{name:?}");
+        }
         assert!(!is_dns_subdomain("a..b"));
         assert!(is_dns_subdomain("gpu-a-1.example.com"));
     }

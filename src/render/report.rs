@@ -183,33 +183,37 @@ fn md_code(s: &str) -> String {
 
 /// Plain Markdown text: pipes escaped, line breaks turned into spaces, angle brackets escaped.
 fn md_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '|' => out.push_str("\\|"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' | '\r' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    replace_chars(s, |c| match c {
+        '|' => Some("\\|"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        '\n' | '\r' => Some(" "),
+        _ => None,
+    })
 }
 
 /// Escapes text for XML content and attribute values.
 pub fn xml_escape(s: &str) -> String {
+    replace_chars(s, |c| match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        '"' => Some("&quot;"),
+        '\'' => Some("&apos;"),
+        // Characters XML 1.0 forbids are dropped.
+        c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => Some(""),
+        '\u{fffe}' | '\u{ffff}' => Some(""),
+        _ => None,
+    })
+}
+
+/// `s` with each character for which `replacement` gives a text replaced by it.
+fn replace_chars(s: &str, replacement: impl Fn(char) -> Option<&'static str>) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // Characters XML 1.0 forbids are dropped.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {}
-            '\u{fffe}' | '\u{ffff}' => {}
-            c => out.push(c),
+        match replacement(c) {
+            Some(text) => out.push_str(text),
+            None => out.push(c),
         }
     }
     out

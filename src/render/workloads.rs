@@ -25,7 +25,7 @@ use super::objects::{LAYOUT_LABEL, POOL_LABEL, SYNC_WAVE};
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::{ModelPlan, Plan};
 use crate::spec::Spec;
-use crate::spec::deployment::{Budget, IntOrPercent, ValueSource};
+use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, Probe, ValueFrom};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -106,12 +106,12 @@ pub struct WorkloadView {
     pub requests: BTreeMap<String, String>,
     /// Container limits: `cpu`/`memory` as quantities, the planned GPU resource as a count.
     pub limits: BTreeMap<String, serde_json::Value>,
-    pub readiness: Option<ProbeView>,
-    pub liveness: Option<ProbeView>,
-    pub startup: Option<ProbeView>,
+    pub readiness: Option<Probe>,
+    pub liveness: Option<Probe>,
+    pub startup: Option<Probe>,
     pub image_pull_secrets: Vec<String>,
     pub service_account_name: Option<String>,
-    pub model_cache: Option<CacheView>,
+    pub model_cache: Option<ModelCache>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -119,16 +119,7 @@ pub struct EnvView {
     pub name: String,
     /// A literal value, or `None` when the value comes from a Secret or ConfigMap.
     pub value: Option<String>,
-    pub value_from: Option<ValueFromView>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ValueFromView {
-    /// `secretKeyRef` or `configMapKeyRef`.
-    pub kind: String,
-    pub name: String,
-    pub key: String,
-    pub optional: bool,
+    pub value_from: Option<ValueFrom>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -166,24 +157,6 @@ pub struct TolerationView {
 pub struct StrategyView {
     pub max_surge: serde_json::Value,
     pub max_unavailable: serde_json::Value,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ProbeView {
-    /// HTTP path; `None` is a TCP check.
-    pub path: Option<String>,
-    pub port: String,
-    pub initial_delay_seconds: u32,
-    pub period_seconds: u32,
-    pub timeout_seconds: u32,
-    pub failure_threshold: u32,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct CacheView {
-    pub mount_path: String,
-    pub claim_name: Option<String>,
-    pub size_limit: Option<String>,
 }
 
 /// What the PodDisruptionBudget template sees: one budget over all of a model's pods.
@@ -582,17 +555,6 @@ fn ports(source: &crate::spec::Model) -> Vec<PortView> {
         .collect()
 }
 
-fn probe_view(p: Option<&crate::spec::deployment::Probe>) -> Option<ProbeView> {
-    p.map(|p| ProbeView {
-        path: p.path.clone(),
-        port: p.port.clone(),
-        initial_delay_seconds: p.initial_delay_seconds,
-        period_seconds: p.period_seconds,
-        timeout_seconds: p.timeout_seconds,
-        failure_threshold: p.failure_threshold,
-    })
-}
-
 /// The rollout strategy: the manifest's, else surge where the node has spare units of the
 /// resource, else replace one pod at a time without surge (a surge pod would find no GPU).
 pub fn strategy(source: &crate::spec::Model, unit: &Unit) -> StrategyView {
@@ -693,20 +655,7 @@ pub fn workload_view(
         .map(|(n, v)| EnvView { name: n.clone(), value: Some(v.clone()), value_from: None })
         .collect();
     for (n, v) in &d.value_from {
-        env.push(EnvView {
-            name: n.clone(),
-            value: None,
-            value_from: Some(ValueFromView {
-                kind: match v.kind {
-                    ValueSource::Secret => "secretKeyRef",
-                    ValueSource::ConfigMap => "configMapKeyRef",
-                }
-                .to_owned(),
-                name: v.name.clone(),
-                key: v.key.clone(),
-                optional: v.optional,
-            }),
-        });
+        env.push(EnvView { name: n.clone(), value: None, value_from: Some(v.clone()) });
     }
     let mut limits: BTreeMap<String, serde_json::Value> =
         d.limits.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect();
@@ -757,16 +706,12 @@ pub fn workload_view(
         strategy: strategy(source, unit),
         requests: d.requests.clone(),
         limits,
-        readiness: probe_view(d.readiness.as_ref()),
-        liveness: probe_view(d.liveness.as_ref()),
-        startup: probe_view(d.startup.as_ref()),
+        readiness: d.readiness.clone(),
+        liveness: d.liveness.clone(),
+        startup: d.startup.clone(),
         image_pull_secrets: d.image_pull_secrets.clone(),
         service_account_name: d.service_account_name.clone(),
-        model_cache: d.model_cache.as_ref().map(|c| CacheView {
-            mount_path: c.mount_path.clone(),
-            claim_name: c.claim_name.clone(),
-            size_limit: c.size_limit.clone(),
-        }),
+        model_cache: d.model_cache.clone(),
     }
 }
 

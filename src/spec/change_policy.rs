@@ -7,7 +7,8 @@
 
 use serde::Serialize;
 
-use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use super::error;
+use crate::diagnostics::{Diagnostics, codes};
 use crate::manifest::ChangePolicy as Raw;
 
 pub use crate::manifest::words::ChangeMode;
@@ -34,31 +35,20 @@ pub fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePolicy {
         if (1..=i128::from(u32::MAX)).contains(&n.value) {
             out.reoptimize_when_saving_gpus = u32::try_from(n.value).ok();
         } else {
-            diags.push(
-                Diagnostic::error(
-                    codes::INVALID_VALUE,
-                    format!("`changePolicy.reoptimizeWhenSavingGpus` is {}; it must be at least 1", n.value),
-                )
-                .at(n.span.clone(), "out of range")
-                .with_help("give a whole number of GPUs, 1 or more, or leave the field out to never re-partition only to save"),
-            );
+            let message =
+                format!("`changePolicy.reoptimizeWhenSavingGpus` is {}; it must be at least 1", n.value);
+            let help = "give a whole number of GPUs, 1 or more, or leave the field out to never re-partition only to save";
+            diags.push(error(codes::INVALID_VALUE, &n.span, message, "out of range", help));
         }
     }
     if let Some(c) = &raw.reoptimize_when_saving_cost_per_hour {
         if c.value.is_finite() && c.value > 0.0 {
             out.reoptimize_when_saving_cost_per_hour = Some(c.value);
         } else {
-            diags.push(
-                Diagnostic::error(
-                    codes::INVALID_VALUE,
-                    format!(
-                        "`changePolicy.reoptimizeWhenSavingCostPerHour` is {}; it must be above 0",
-                        c.value
-                    ),
-                )
-                .at(c.span.clone(), "out of range")
-                .with_help("give a cost per hour above 0, in the unit of the pools' `costPerGpuHour`"),
-            );
+            let message =
+                format!("`changePolicy.reoptimizeWhenSavingCostPerHour` is {}; it must be above 0", c.value);
+            let help = "give a cost per hour above 0, in the unit of the pools' `costPerGpuHour`";
+            diags.push(error(codes::INVALID_VALUE, &c.span, message, "out of range", help));
         }
     }
     out

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Port;
 use super::names;
+use super::{Port, error};
 use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes};
 use crate::manifest::{self as raw, Sp};
 
@@ -64,9 +64,9 @@ impl Default for Deployment {
     }
 }
 
-/// A probe of the model's container.
+/// A probe of the model's container. The Deployment template sees it as it is, so its field
+/// names (`probe.initial_delay_seconds`) are part of the templates' interface.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Probe {
     /// HTTP path; `None` is a TCP check.
     pub path: Option<String>,
@@ -78,25 +78,26 @@ pub struct Probe {
     pub failure_threshold: u32,
 }
 
+/// Where an environment variable's value comes from; the Deployment template sees it as it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ValueFrom {
-    /// `secretKeyRef` or `configMapKeyRef`.
     pub kind: ValueSource,
     pub name: String,
     pub key: String,
     pub optional: bool,
 }
 
+/// Serialised as the container field that carries the reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub enum ValueSource {
+    #[serde(rename = "secretKeyRef")]
     Secret,
+    #[serde(rename = "configMapKeyRef")]
     ConfigMap,
 }
 
+/// A volume for model weights; the Deployment template sees it as it is (`model_cache.mount_path`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ModelCache {
     pub mount_path: String,
     pub claim_name: Option<String>,
@@ -141,9 +142,7 @@ fn invalid_opt(diags: &mut Diagnostics, span: Option<&Span>, message: String, he
 }
 
 fn invalid(diags: &mut Diagnostics, span: &Span, message: String, help: &str) {
-    diags.push(
-        Diagnostic::error(codes::INVALID_VALUE, message).at(span.clone(), "invalid here").with_help(help),
-    );
+    diags.push(error(codes::INVALID_VALUE, span, message, "invalid here", help));
 }
 
 /// Parses `1` or `25%`.
@@ -182,14 +181,15 @@ fn quantities(
 ) {
     for (k, v) in map.iter().flat_map(|m| m.0.iter()) {
         if k.value != "cpu" && k.value != "memory" && k.value != "ephemeral-storage" {
-            diags.push(
-                Diagnostic::error(
-                    codes::UNKNOWN_FIELD,
-                    format!("unknown resource `{}` in `{what}`", k.value),
-                )
-                .at(k.span.clone(), "not a container resource gpuplan sets")
-                .with_help("give `cpu`, `memory` or `ephemeral-storage`; GPUs come from the plan"),
-            );
+            let message = format!("unknown resource `{}` in `{what}`", k.value);
+            let help = "give `cpu`, `memory` or `ephemeral-storage`; GPUs come from the plan";
+            diags.push(error(
+                codes::UNKNOWN_FIELD,
+                &k.span,
+                message,
+                "not a container resource gpuplan sets",
+                help,
+            ));
             continue;
         }
         if !is_quantity(&v.value) || v.value.trim_start_matches(['0', '.']).is_empty() {
@@ -226,14 +226,9 @@ fn count(diags: &mut Diagnostics, v: Option<&Sp<i128>>, default: u32, min: i128,
 /// The diagnostic for an environment variable name Kubernetes refuses, if `name` is one.
 pub(crate) fn env_name_error(name: &Sp<String>) -> Option<Diagnostic> {
     let rule = names::env_name(&name.value).err()?;
-    Some(
-        Diagnostic::error(
-            codes::INVALID_NAME,
-            format!("`{}` is not an environment variable name: {rule}", name.value),
-        )
-        .at(name.span.clone(), "not a variable name")
-        .with_help("use letters, digits and `_`, not starting with a digit"),
-    )
+    let message = format!("`{}` is not an environment variable name: {rule}", name.value);
+    let help = "use letters, digits and `_`, not starting with a digit";
+    Some(error(codes::INVALID_NAME, &name.span, message, "not a variable name", help))
 }
 
 fn probe(
@@ -310,14 +305,9 @@ fn object_name(diags: &mut Diagnostics, name: &Sp<String>, what: &str) -> bool {
     match names::dns_subdomain(&name.value) {
         Ok(()) => true,
         Err(rule) => {
-            diags.push(
-                Diagnostic::error(
-                    codes::INVALID_NAME,
-                    format!("`{}` is not a valid {what} name: {rule}", name.value),
-                )
-                .at(name.span.clone(), "not a Kubernetes object name")
-                .with_help("use lowercase letters, digits, `-` and `.`"),
-            );
+            let message = format!("`{}` is not a valid {what} name: {rule}", name.value);
+            let help = "use lowercase letters, digits, `-` and `.`";
+            diags.push(error(codes::INVALID_NAME, &name.span, message, "not a Kubernetes object name", help));
             false
         }
     }

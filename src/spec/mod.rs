@@ -3,7 +3,10 @@
 //! In: a parsed [`crate::manifest::Manifest`] and the [`crate::catalog::Catalog`]. Out: a [`Spec`]
 //! with names resolved (pool GPU ids are catalog ids), units parsed (memory in MiB, durations in
 //! milliseconds), defaults applied, and every cross-reference checked — or all the problems found,
-//! as diagnostics. Only [`validate`] builds a `Spec`.
+//! as diagnostics. A `Spec` is built in one place, [`Spec::from_parts`], which sorts pools and
+//! models by name; [`validate`] calls it once everything checks out, and the hidden benchmark
+//! harness (`crate::bench`) calls it with parts it generated (a test enforces that no other code
+//! writes a `Spec` literal).
 
 pub mod change_policy;
 pub mod deployment;
@@ -24,7 +27,7 @@ pub use validate::{
 
 pub use change_policy::{ChangeMode, ChangePolicy};
 
-use crate::diagnostics::Span;
+use crate::diagnostics::{Code, Diagnostic, Span};
 pub use crate::manifest::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
 
 /// A checked manifest.
@@ -238,6 +241,20 @@ pub fn latency_admitted(latency_ms: f64, slo_ms: Option<f64>, factor: f64) -> bo
 pub struct Latency {
     pub p99_ms: f64,
     pub baseline_ms: Option<f64>,
+    /// The GPU `baseline_ms` was measured on (`latency.baselineGpu`); `None`: every GPU type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_gpu: Option<BaselineGpu>,
+}
+
+/// The catalog GPU a latency baseline was measured on, with the figures that scale it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineGpu {
+    /// Catalog id.
+    pub id: String,
+    /// The catalog's datasheet figures for it, when it has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<crate::catalog::Throughput>,
 }
 
 /// Planning policies.
@@ -254,7 +271,34 @@ pub struct Policy {
     pub time_slicing_efficiency: f64,
 }
 
+/// An error at `span` with its label and hint: the shape of every diagnostic the spec stage
+/// reports.
+fn error(
+    code: Code,
+    span: &Span,
+    message: impl Into<String>,
+    label: &str,
+    help: impl Into<String>,
+) -> Diagnostic {
+    Diagnostic::error(code, message).at(span.clone(), label).with_help(help)
+}
+
 impl Spec {
+    /// The one constructor: pools and models sorted by name, as every later stage expects.
+    /// [`validate`] calls it with checked parts; the benchmark harness with generated ones.
+    pub fn from_parts(
+        name: &str,
+        cluster: Cluster,
+        mut pools: Vec<Pool>,
+        mut models: Vec<Model>,
+        policy: Policy,
+        change_policy: ChangePolicy,
+    ) -> Spec {
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        models.sort_by(|a, b| a.name.cmp(&b.name));
+        Spec { name: name.to_owned(), cluster, pools, models, policy, change_policy }
+    }
+
     pub fn pool(&self, name: &str) -> Option<&Pool> {
         self.pools.iter().find(|p| p.name == name)
     }

@@ -47,56 +47,43 @@ pub const MAX_RATE_RPS: f64 = 1e9;
 /// Parses a memory size into MiB, rounded up.
 pub fn memory_mib(text: &str) -> Result<u64, UnitError> {
     let bytes = quantity(text, "memory size", MEMORY_UNITS, "`10GiB`, `9600MiB` or `12GB`")?;
-    let mib = (bytes / 1_048_576.0).ceil();
-    if mib <= 0.0 {
-        return Err(UnitError::range(
-            format!("memory `{text}` is zero"),
-            "give the device memory one replica needs, such as `10GiB`",
-        ));
-    }
-    if mib > MAX_MEMORY_MIB {
-        return Err(UnitError::range(
-            format!("memory `{text}` is larger than any GPU (more than 1 PiB)"),
-            "check the unit: `GiB`, not `TiB`",
-        ));
-    }
-    Ok(mib as u64)
+    let zero = "give the device memory one replica needs, such as `10GiB`";
+    let over =
+        (MAX_MEMORY_MIB, "is larger than any GPU (more than 1 PiB)", "check the unit: `GiB`, not `TiB`");
+    Ok(in_range(text, (bytes / 1_048_576.0).ceil(), "memory", zero, over)? as u64)
 }
 
 /// Parses a duration into milliseconds.
 pub fn duration_ms(text: &str) -> Result<f64, UnitError> {
     let ms = quantity(text, "duration", DURATION_UNITS, "`300ms` or `1.5s`")?;
-    if ms <= 0.0 {
-        return Err(UnitError::range(
-            format!("duration `{text}` is zero"),
-            "give a positive duration, such as `300ms`",
-        ));
-    }
-    if ms > MAX_DURATION_MS {
-        return Err(UnitError::range(
-            format!("duration `{text}` is longer than a day"),
-            "check the unit: `ms`, not `m`",
-        ));
-    }
-    Ok(ms)
+    let over = (MAX_DURATION_MS, "is longer than a day", "check the unit: `ms`, not `m`");
+    in_range(text, ms, "duration", "give a positive duration, such as `300ms`", over)
 }
 
 /// Parses a request rate into requests per second.
 pub fn rate_rps(text: &str) -> Result<f64, UnitError> {
     let rps = quantity(text, "request rate", RATE_UNITS, "`40rps` or `600rpm`")?;
-    if rps <= 0.0 {
-        return Err(UnitError::range(
-            format!("rate `{text}` is zero"),
-            "give a positive rate, such as `40rps`",
-        ));
+    let over = (MAX_RATE_RPS, "is above a billion requests per second", "check the number and the unit");
+    in_range(text, rps, "rate", "give a positive rate, such as `40rps`", over)
+}
+
+/// Refuses a parsed `value` of `text` that is zero (`zero_help` says what to give) or above
+/// `over.0` (`{what} `{text}` {over.1}`, with `over.2` as the hint).
+fn in_range(
+    text: &str,
+    value: f64,
+    what: &str,
+    zero_help: &str,
+    over: (f64, &str, &str),
+) -> Result<f64, UnitError> {
+    if value <= 0.0 {
+        return Err(UnitError::range(format!("{what} `{text}` is zero"), zero_help));
     }
-    if rps > MAX_RATE_RPS {
-        return Err(UnitError::range(
-            format!("rate `{text}` is above a billion requests per second"),
-            "check the number and the unit",
-        ));
+    let (max, too_large, help) = over;
+    if value > max {
+        return Err(UnitError::range(format!("{what} `{text}` {too_large}"), help));
     }
-    Ok(rps)
+    Ok(value)
 }
 
 /// Splits `text` into a strict decimal number and a unit from `units`; returns number × factor.

@@ -374,9 +374,9 @@ impl<'a> Checker<'a> {
                     let p99 = m
                         .latency
                         .as_ref()
-                        .and_then(|l| l.baseline_ms)
+                        .and_then(|l| rules::baseline_ms(l, gpu))
                         .filter(|_| m.gpus.unwrap_or(1) <= 1)
-                        .map(|b| rules::whole_p99_ms(b, m.compute));
+                        .map(|b| b.and_then(|b| rules::whole_p99_ms(b, m.compute)));
                     self.check_latency(&at, m, p99);
                     self.record(m, pool, node, g.index, "nvidia.com/gpu".to_owned(), None);
                 }
@@ -576,8 +576,8 @@ impl<'a> Checker<'a> {
                         let p99 = m
                             .latency
                             .as_ref()
-                            .and_then(|l| l.baseline_ms)
-                            .map(|b| rules::mig_p99_ms(b, gpu.sms, p.sms, m.compute));
+                            .and_then(|l| rules::baseline_ms(l, gpu))
+                            .map(|b| b.and_then(|b| rules::mig_p99_ms(b, gpu.sms, p.sms, m.compute)));
                         self.check_latency(&inst_at, m, p99);
                         self.record(m, pool, node, g.index, base.clone(), None);
                     }
@@ -620,15 +620,15 @@ impl<'a> Checker<'a> {
             // Latency with the largest k − 1 other tenants of the resource as neighbours (the
             // device plugin may put any of them next to this one), in the planner's model.
             for (i, m) in tenants.iter().enumerate() {
-                let Some(b) = m.latency.as_ref().and_then(|l| l.baseline_ms) else { continue };
+                let Some(b) = m.latency.as_ref().and_then(|l| rules::baseline_ms(l, gpu)) else { continue };
                 let mut others: Vec<f64> =
                     computes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &c)| c).collect();
                 others.sort_by(|x, y| y.total_cmp(x));
                 others.truncate(k.saturating_sub(1) as usize);
-                let p99 = match instance {
+                let p99 = b.and_then(|b| match instance {
                     None => rules::time_sliced_p99_ms(b, m.compute, &others),
                     Some(p) => rules::mig_time_sliced_p99_ms(b, gpu.sms, p.sms, m.compute, &others),
-                };
+                });
                 self.check_latency(
                     &format!("{} resource `{resource}`", node_at(&pool.name, &node.name)),
                     m,

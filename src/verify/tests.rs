@@ -42,6 +42,14 @@ fn placed(profiles: &[&str]) -> Vec<layout::PlacedInstance> {
     layout::validate(&gpu, profiles).unwrap_or_default()
 }
 
+/// Instances at the given starts, as a planner bug might place them (not validated).
+fn at_starts(instances: &[(&str, u8)]) -> Vec<layout::PlacedInstance> {
+    instances
+        .iter()
+        .map(|&(profile, start)| layout::PlacedInstance { profile: profile.to_owned(), start })
+        .collect()
+}
+
 fn start_of(instances: &[layout::PlacedInstance], profile: &str) -> Option<u8> {
     instances.iter().find(|i| i.profile == profile).map(|i| i.start)
 }
@@ -184,10 +192,7 @@ fn accepts_a_sound_time_sliced_node() {
 fn rejects_instances_at_starts_the_profile_does_not_allow() {
     let (spec, catalog, mut plan) = voice();
     // {4g, 3g} is a valid multiset, but 4g.40gb may only start at slice 0.
-    let instances = vec![
-        layout::PlacedInstance { profile: "3g.40gb".to_owned(), start: 0 },
-        layout::PlacedInstance { profile: "4g.40gb".to_owned(), start: 4 },
-    ];
+    let instances = at_starts(&[("3g.40gb", 0), ("4g.40gb", 4)]);
     let g = mig_gpu(&mut plan);
     g.tenants = vec![tenant("parakeet-asr", Some(0)), tenant("fastpitch-tts", Some(4))];
     g.mode = GpuMode::Mig { instances };
@@ -197,17 +202,11 @@ fn rejects_instances_at_starts_the_profile_does_not_allow() {
 #[test]
 fn rejects_overlapping_mig_instances_and_layouts_validate_refuses() {
     let (spec, catalog, mut plan) = voice();
-    let overlapping = vec![
-        layout::PlacedInstance { profile: "2g.20gb".to_owned(), start: 0 },
-        layout::PlacedInstance { profile: "1g.10gb".to_owned(), start: 1 },
-    ];
+    let overlapping = at_starts(&[("2g.20gb", 0), ("1g.10gb", 1)]);
     mig_gpu(&mut plan).mode = GpuMode::Mig { instances: overlapping };
     assert_finds(&spec, &catalog, &plan, Kind::InvalidLayout);
 
-    let too_many: Vec<_> = [0u8, 2, 4, 6]
-        .iter()
-        .map(|&start| layout::PlacedInstance { profile: "2g.20gb".to_owned(), start })
-        .collect();
+    let too_many = at_starts(&[("2g.20gb", 0), ("2g.20gb", 2), ("2g.20gb", 4), ("2g.20gb", 6)]);
     mig_gpu(&mut plan).mode = GpuMode::Mig { instances: too_many };
     let found = check(&spec, &catalog, &plan);
     assert!(

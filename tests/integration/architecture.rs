@@ -208,3 +208,65 @@ fn solver_and_manifest_types_stay_where_they_belong() {
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// A `Spec` is built in one place, `Spec::from_parts` (which sorts pools and models as every
+/// stage expects): no other file under `src/`, `tests/` or `benches/` writes a `Spec { … }`
+/// literal; `spec::validate` and the benchmark harness call the constructor.
+#[test]
+fn only_spec_from_parts_builds_a_spec() {
+    // Built from pieces so that this file does not match itself.
+    let needle = ["Spec", " {"].concat();
+    let mut found = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        for path in rust_files(&Path::new(ROOT).join(dir)) {
+            let rel = path.strip_prefix(ROOT).expect("below the root").to_string_lossy().into_owned();
+            if rel == "src/spec/mod.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                let literal = code.match_indices(&needle).any(|(at, _)| {
+                    // Skip a path (`gpuplan::spec::`) to see what the type follows.
+                    let before = code[..at]
+                        .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+                        .trim_end();
+                    let word_start = !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+                    word_start && !["struct", "impl", "->", "for", "enum"].iter().any(|k| before.ends_with(k))
+                });
+                if literal {
+                    found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "build a `Spec` with `Spec::from_parts`:\n{}", found.join("\n"));
+}
+
+/// ARCHITECTURE.md's diagram shows every module of the library, and its code map has a heading
+/// naming each module's source (`src/NAME/` or `src/NAME.rs`).
+#[test]
+fn the_architecture_map_shows_every_module() {
+    let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).expect("src/lib.rs");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    assert!(modules.len() > 10, "{modules:?}");
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let diagram = doc.split("```text").nth(1).and_then(|d| d.split("```").next()).expect("a diagram");
+    let words: Vec<&str> = diagram.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+    let headings: Vec<&str> = doc.lines().filter(|l| l.starts_with("### ")).collect();
+    let mut missing = Vec::new();
+    for m in &modules {
+        if !words.contains(m) {
+            missing.push(format!("`{m}` is not in the diagram"));
+        }
+        let (dir, file) = (format!("`src/{m}/"), format!("src/{m}.rs"));
+        if !headings.iter().any(|h| h.contains(&dir) || h.contains(&file)) {
+            missing.push(format!("`{m}` has no code-map heading"));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

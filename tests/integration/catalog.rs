@@ -976,3 +976,37 @@ fn catalog_show_prints_provenance() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("provenance") && stdout.contains("driver 580.159.04"), "{stdout}");
 }
+
+#[test]
+fn every_throughput_figure_cites_a_public_datasheet() {
+    let mut with = 0;
+    for gpu in builtin().iter() {
+        let Some(t) = &gpu.throughput else { continue };
+        with += 1;
+        assert!(
+            t.source.contains("datasheet") && t.source.contains("nvidia.com"),
+            "`{}`: throughput figures must cite the vendor datasheet they come from: {}",
+            gpu.id,
+            t.source
+        );
+        // Both figures appear in the cited text, so a reader can check them against the source
+        // (a dense figure derived by halving says so).
+        let bw = t.memory_bandwidth_gbps;
+        let bw_text = if bw >= 1000.0 { format!("{} TB/s", bw / 1000.0) } else { format!("{bw} GB/s") };
+        let bw_grouped = format!("{},{:03} GB/s", (bw as u64) / 1000, (bw as u64) % 1000);
+        assert!(
+            t.source.contains(&bw_text) || t.source.contains(&bw_grouped),
+            "`{}`: {bw} not in {}",
+            gpu.id,
+            t.source
+        );
+        assert!(
+            t.source.contains(&format!("{} TFLOPS", t.fp16_dense_tflops)) || t.source.contains("halved"),
+            "`{}`: {} not in {}",
+            gpu.id,
+            t.fp16_dense_tflops,
+            t.source
+        );
+    }
+    assert!(with >= 16, "the documented list of GPUs with figures (docs/catalog.md)");
+}

@@ -13,10 +13,7 @@ use gpuplan::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
     Quality, ReplicaGroup, Tenant,
 };
-use gpuplan::spec::{
-    ArgoCd, Cluster, Demand, Flux, Isolation, MigStrategy, Model, Nodes, OutputOptions, Policy, Pool, Port,
-    Spec, Spread, Taint, TimeSlicingOptions,
-};
+use gpuplan::spec::{ArgoCd, Demand, Flux, Isolation, Model, Nodes, Policy, Pool, Port, Spec, Spread, Taint};
 
 pub const A100: &str = "A100-SXM4-80GB";
 
@@ -76,35 +73,11 @@ pub fn catalog() -> Catalog {
     Catalog::builtin()
 }
 
+/// The harness's spec ([`Spec::from_parts`]) with 5% memory headroom and 0.9 time-slicing
+/// efficiency.
 pub fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
-    Spec {
-        name: name.to_owned(),
-        cluster: Cluster {
-            namespace: "inference".to_owned(),
-            operator_namespace: "gpu-operator".to_owned(),
-            mig_strategy: MigStrategy::Mixed,
-            time_slicing: TimeSlicingOptions {
-                rename_by_default: true,
-                fail_requests_greater_than_one: true,
-            },
-            output: OutputOptions {
-                cluster_policy_patch: true,
-                helm_values: true,
-                argocd: None,
-                flux: None,
-                namespaces: true,
-            },
-        },
-        pools,
-        models,
-        policy: Policy {
-            llm_never_time_sliced: true,
-            max_time_slicing_replicas: 8,
-            memory_headroom: 0.05,
-            time_slicing_efficiency: 0.9,
-        },
-        change_policy: Default::default(),
-    }
+    let policy = Policy { memory_headroom: 0.05, time_slicing_efficiency: 0.9, ..gpuplan::bench::policy() };
+    gpuplan::bench::spec_with(name, pools, models, policy)
 }
 
 pub fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {

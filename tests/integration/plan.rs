@@ -7,8 +7,8 @@ use gpuplan::catalog::Catalog;
 use gpuplan::catalog::layout;
 use gpuplan::plan::{GpuMode, Plan, plan};
 use gpuplan::spec::{
-    ArgoCd, Cluster, CurrentNode, Demand, Isolation, Latency, MeasuredPoint, MigStrategy, Model, Nodes,
-    OutputOptions, Policy, Pool, RateDemand, Spec, Spread, TimeSlicingOptions,
+    CurrentNode, Demand, Isolation, Latency, MeasuredPoint, Model, Nodes, Policy, Pool, RateDemand, Spec,
+    Spread,
 };
 
 const A100: &str = "A100-SXM4-80GB";
@@ -35,36 +35,10 @@ fn model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model {
     gpuplan::bench::model(name, memory_mib, compute, replicas)
 }
 
+/// The harness's spec ([`Spec::from_parts`]) with 0.9 time-slicing efficiency.
 fn spec(pools: Vec<Pool>, models: Vec<Model>) -> Spec {
-    let _unused: Option<ArgoCd> = None;
-    Spec {
-        name: "test".into(),
-        cluster: Cluster {
-            namespace: "inference".into(),
-            operator_namespace: "gpu-operator".into(),
-            mig_strategy: MigStrategy::Mixed,
-            time_slicing: TimeSlicingOptions {
-                rename_by_default: true,
-                fail_requests_greater_than_one: true,
-            },
-            output: OutputOptions {
-                cluster_policy_patch: true,
-                helm_values: true,
-                argocd: None,
-                flux: None,
-                namespaces: true,
-            },
-        },
-        pools,
-        models,
-        policy: Policy {
-            llm_never_time_sliced: true,
-            max_time_slicing_replicas: 8,
-            memory_headroom: 0.0,
-            time_slicing_efficiency: 0.9,
-        },
-        change_policy: Default::default(),
-    }
+    let policy = Policy { time_slicing_efficiency: 0.9, ..gpuplan::bench::policy() };
+    gpuplan::bench::spec_with("test", pools, models, policy)
 }
 
 /// The seed: ASR 9.6 GB, TTS 13.4 GB, LLM 73 GB whole GPU, one node of 2 × A100-SXM4-80GB.
@@ -354,11 +328,11 @@ fn latency_slo_excludes_slices_that_are_too_slow() {
     let mut m = model("asr", 9000, 0.05, 1);
     // docs/latency-model.md: 1g (14 of 108 SMs) stretches 10 ms to 77 ms at 39% own load (113 ms);
     // 2g (28 SMs) to 39 ms at 19% (58 ms); 3g (42 SMs) to 26 ms at 13% (33 ms).
-    m.latency = Some(Latency { p99_ms: 40.0, baseline_ms: Some(10.0) });
+    m.latency = Some(Latency { p99_ms: 40.0, baseline_ms: Some(10.0), baseline_gpu: None });
     let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![m.clone()]);
     let plan = plan(&s, &catalog()).expect("plans");
     assert_eq!(plan.models[0].groups[0].resource, "nvidia.com/mig-3g.40gb");
-    m.latency = Some(Latency { p99_ms: 5.0, baseline_ms: Some(10.0) });
+    m.latency = Some(Latency { p99_ms: 5.0, baseline_ms: Some(10.0), baseline_gpu: None });
     let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![m]);
     assert_eq!(codes(gpuplan::plan::plan(&s, &catalog())), ["latency-slo-unreachable"]);
 }

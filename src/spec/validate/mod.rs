@@ -68,16 +68,6 @@ struct Validator<'c> {
     diags: Diagnostics,
 }
 
-fn error(
-    code: crate::diagnostics::Code,
-    span: &Span,
-    message: impl Into<String>,
-    label: &str,
-    help: impl Into<String>,
-) -> Diagnostic {
-    Diagnostic::error(code, message).at(span.clone(), label).with_help(help)
-}
-
 fn ticks(names: &[&str]) -> String {
     names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
 }
@@ -110,6 +100,14 @@ impl<'c> Validator<'c> {
                 ));
                 false
             }
+        }
+    }
+
+    /// An `invalid-name` error when `name` breaks `rule` (a [`names`] check): "`x` is not a {what}".
+    fn name_rule(&mut self, name: &Sp<String>, rule: fn(&str) -> Result<(), String>, what: &str, help: &str) {
+        if let Err(why) = rule(&name.value) {
+            let message = format!("`{}` is not a {what}: {why}", name.value);
+            self.push(error(codes::INVALID_NAME, &name.span, message, &format!("not a {what}"), help));
         }
     }
 
@@ -189,43 +187,28 @@ impl<'c> Validator<'c> {
         })
     }
 
+    /// `apiVersion` and `kind` must name the format this gpuplan reads, word for word.
+    fn header_field(&mut self, field: &str, value: &Sp<String>, expected: &str, label: &str, help: String) {
+        if value.value != expected {
+            let message = format!("unsupported `{field}` `{}`", value.value);
+            self.push(error(codes::UNSUPPORTED_VERSION, &value.span, message, label, help));
+        }
+    }
+
     fn spec(&mut self, m: &Manifest) -> Option<Spec> {
-        if m.api_version.value != API_VERSION {
-            self.push(error(
-                codes::UNSUPPORTED_VERSION,
-                &m.api_version.span,
-                format!("unsupported `apiVersion` `{}`", m.api_version.value),
-                "unknown version",
-                format!("this gpuplan reads `apiVersion: {API_VERSION}`"),
-            ));
-        }
-        if m.kind.value != KIND {
-            self.push(error(
-                codes::UNSUPPORTED_VERSION,
-                &m.kind.span,
-                format!("unsupported `kind` `{}`", m.kind.value),
-                "unknown kind",
-                format!("a gpuplan manifest has `kind: {KIND}`"),
-            ));
-        }
+        let version_help = format!("this gpuplan reads `apiVersion: {API_VERSION}`");
+        self.header_field("apiVersion", &m.api_version, API_VERSION, "unknown version", version_help);
+        let kind_help = format!("a gpuplan manifest has `kind: {KIND}`");
+        self.header_field("kind", &m.kind, KIND, "unknown kind", kind_help);
         self.dns_label(&m.metadata.name, "the plan name");
         let policy = self.policy(m.policy.as_ref());
         let cluster = self.cluster(m.cluster.as_ref());
         let pools = self.pools(m);
         let models = self.models(m, &pools, &policy);
-        let mut pools: Vec<Pool> = pools.into_iter().map(|p| p.pool).collect();
-        let mut models = models?;
-        pools.sort_by(|a, b| a.name.cmp(&b.name));
-        models.sort_by(|a, b| a.name.cmp(&b.name));
+        let pools: Vec<Pool> = pools.into_iter().map(|p| p.pool).collect();
+        let models = models?;
         let change_policy = super::change_policy::validate(m.change_policy.as_ref(), &mut self.diags);
-        Some(Spec {
-            name: m.metadata.name.value.clone(),
-            cluster: cluster?,
-            pools,
-            models,
-            policy,
-            change_policy,
-        })
+        Some(Spec::from_parts(&m.metadata.name.value, cluster?, pools, models, policy, change_policy))
     }
 
     fn policy(&mut self, p: Option<&raw::Policy>) -> Policy {
@@ -274,10 +257,7 @@ impl<'c> Validator<'c> {
             ArgoCd {
                 repo_url: a.repo_url.value.clone(),
                 path: a.path.value.clone(),
-                target_revision: a
-                    .target_revision
-                    .as_ref()
-                    .map_or_else(|| "HEAD".to_owned(), |r| r.value.clone()),
+                target_revision: a.target_revision.as_ref().map_or("HEAD", |r| &r.value).to_owned(),
                 namespace: self.namespace(a.namespace.as_ref(), "argocd"),
             }
         });

@@ -198,6 +198,7 @@ impl Validator<'_> {
                 .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
             );
         }
+        self.baseline_gpu_unstated(raw, name, latency.as_ref(), gpus, &eligible, pools_complete);
         let deployment = crate::spec::deployment::validate(
             &mut self.diags,
             raw.deployment.as_ref(),
@@ -301,6 +302,42 @@ impl Validator<'_> {
         env
     }
 
+    /// Warns when a single-GPU model's baseline does not say its GPU and the model may run on
+    /// several GPU types: the baseline is then used unchanged on each.
+    fn baseline_gpu_unstated(
+        &mut self,
+        raw: &raw::Model,
+        name: &str,
+        latency: Option<&Latency>,
+        gpus: Option<u32>,
+        eligible: &[&CheckedPool],
+        pools_complete: bool,
+    ) {
+        let Some(span) = raw.latency.as_ref().and_then(|l| l.baseline.as_ref()).map(|b| b.span.clone())
+        else {
+            return;
+        };
+        if !pools_complete || gpus.is_some() || latency.is_none_or(|l| l.baseline_gpu.is_some()) {
+            return;
+        }
+        let mut types: Vec<&str> = eligible.iter().map(|p| p.gpu.id.as_str()).collect();
+        types.sort_unstable();
+        types.dedup();
+        if types.len() > 1 {
+            self.push(
+                Diagnostic::warning(
+                    codes::LATENCY_BASELINE_GPU_UNSTATED,
+                    format!(
+                        "model `{name}` may run on {} but its latency baseline does not say which GPU it was measured on; it is used unchanged on each",
+                        types.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                )
+                .at(span, "measured on which GPU?")
+                .with_help("add `baselineGpu: <the GPU you measured on>` to scale it by the catalog's throughput figures, or restrict the model with `gpuTypes`"),
+            );
+        }
+    }
+
     /// The latency objective: `p99` and `baseline` parse, and the baseline is below `p99`.
     fn latency(&mut self, l: &raw::Latency) -> Option<Latency> {
         let p99 = self.duration(&l.p99);
@@ -316,7 +353,13 @@ impl Validator<'_> {
             }
             return None;
         }
-        Some(Latency { p99_ms: p99?, baseline_ms: baseline })
+        let baseline_gpu = match &l.baseline_gpu {
+            Some(g) => Some(
+                self.gpu(g).map(|g| BaselineGpu { id: g.id.clone(), throughput: g.throughput.clone() })?,
+            ),
+            None => None,
+        };
+        Some(Latency { p99_ms: p99?, baseline_ms: baseline, baseline_gpu })
     }
 
     /// The model's `pools` and `gpuTypes`, checked, sorted and deduplicated; `ok` turns false when

@@ -131,47 +131,21 @@ impl Validator<'_> {
         };
         let mut node_selector = BTreeMap::new();
         for (k, v) in p.node_selector.iter().flat_map(|m| m.0.iter()) {
-            if let Err(rule) = names::label_key(&k.value) {
-                self.push(error(
-                    codes::INVALID_NAME,
-                    &k.span,
-                    format!("`{}` is not a label key: {rule}", k.value),
-                    "not a label key",
-                    "use a key such as `nvidia.com/gpu.product`",
-                ));
-            }
-            if let Err(rule) = names::label_value(&v.value) {
-                self.push(error(
-                    codes::INVALID_NAME,
-                    &v.span,
-                    format!("`{}` is not a label value: {rule}", v.value),
-                    "not a label value",
-                    "label values have at most 63 letters, digits, `-`, `_` and `.`",
-                ));
-            }
+            self.name_rule(k, names::label_key, "label key", "use a key such as `nvidia.com/gpu.product`");
+            let value_help = "label values have at most 63 letters, digits, `-`, `_` and `.`";
+            self.name_rule(v, names::label_value, "label value", value_help);
             node_selector.insert(k.value.clone(), v.value.clone());
         }
         let mut taints = Vec::new();
         for t in p.taints.iter().flatten() {
-            if let Err(rule) = names::label_key(&t.key.value) {
-                self.push(error(
-                    codes::INVALID_NAME,
-                    &t.key.span,
-                    format!("`{}` is not a taint key: {rule}", t.key.value),
-                    "not a taint key",
-                    "taint keys follow the label key syntax",
-                ));
-            }
-            if let Some(v) = &t.value
-                && let Err(rule) = names::label_value(&v.value)
-            {
-                self.push(error(
-                    codes::INVALID_NAME,
-                    &v.span,
-                    format!("`{}` is not a taint value: {rule}", v.value),
-                    "not a taint value",
+            self.name_rule(&t.key, names::label_key, "taint key", "taint keys follow the label key syntax");
+            if let Some(v) = &t.value {
+                self.name_rule(
+                    v,
+                    names::label_value,
+                    "taint value",
                     "taint values follow the label value syntax",
-                ));
+                );
             }
             const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
             if !EFFECTS.contains(&t.effect.value.as_str()) {
