@@ -29,7 +29,7 @@ use crate::spec::Spread;
 /// efficiency (sufficient for the verifier's "any k together"), none of a `spread` model, and
 /// every tenant's latency SLO met with its k − 1 largest co-tenants
 /// ([`rules::shared_tenants_fit`], the verifier's rules).
-pub(crate) fn ts_room(problem: &Problem<'_>, node: &NodeA, m: usize, k: u32) -> bool {
+pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, k: u32) -> bool {
     let eff = problem.spec.policy.time_slicing_efficiency;
     let mut ms: Vec<usize> = node
         .gpus
@@ -50,13 +50,18 @@ pub(crate) fn ts_room(problem: &Problem<'_>, node: &NodeA, m: usize, k: u32) -> 
     if total > eff + 1e-9 || models.iter().any(|x| x.spread != Spread::None) {
         return false;
     }
-    let tenants: Vec<SharedTenant> = models
-        .iter()
-        .map(|x| SharedTenant {
-            compute: x.compute,
-            latency: x.latency.as_ref().and_then(|l| l.baseline_ms.map(|b| (l.p99_ms, b))),
-        })
-        .collect();
+    let Some(gpu) = problem.pools.get(pi).map(|p| p.gpu) else { return false };
+    let mut tenants: Vec<SharedTenant> = Vec::new();
+    for x in &models {
+        // The baseline on this pool's GPU, as the verifier scales it; a refusal fits nowhere.
+        let latency = match x.latency.as_ref().and_then(|l| rules::baseline_ms(l, gpu).map(|b| (l.p99_ms, b)))
+        {
+            None => None,
+            Some((slo, Ok(b))) => Some((slo, b)),
+            Some((_, Err(_))) => return false,
+        };
+        tenants.push(SharedTenant { compute: x.compute, latency });
+    }
     rules::shared_tenants_fit(&tenants, k, eff, 1.0, None)
 }
 
@@ -311,7 +316,7 @@ pub(crate) fn place(
                     if !node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
                         continue;
                     }
-                    if n.ts_k().is_some_and(|x| x == k) && !ts_room(problem, n, m, k) {
+                    if n.ts_k().is_some_and(|x| x == k) && !ts_room(problem, pi, n, m, k) {
                         continue;
                     }
                     if pass == 1 && (n.has_whole() || n.has_mig_ts() || n.ts_k().is_some_and(|x| x != k)) {

@@ -216,7 +216,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                         if let Dev::Ts { tenants, .. } = &mut node.gpus[gi] {
                             tenants.push(m);
                         }
-                        if ts_room(problem, n, m, k) {
+                        if ts_room(problem, pi, n, m, k) {
                             push(0, node, &mut out);
                         }
                     }
@@ -225,7 +225,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                     && !n.has_whole()
                     && !n.has_mig_ts()
                     && n.ts_k().is_none_or(|x| x == k)
-                    && ts_room(problem, n, m, k)
+                    && ts_room(problem, pi, n, m, k)
                 {
                     let mut node = n.clone();
                     node.gpus[gi] = Dev::Ts { k, tenants: vec![m] };
