@@ -130,12 +130,16 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                         t.sort_by(|x, y| x.model.cmp(&y.model));
                         (GpuMode::TimeSliced { replicas: *k }, t)
                     }
-                    Dev::MigTs { q, k, counts, tenants } => {
+                    Dev::MigTs { q, k, counts, tenants, excl } => {
                         let placed = placed_instances(pool, counts, &node_name, gi)?;
-                        if let Some(p) = pool.profiles.get(*q) {
-                            mig_ts.insert(format!("nvidia.com/mig-{}", p.name), *k);
-                        }
-                        // The device plugin picks the instance; show tenants spread over them.
+                        let Some(shared) = pool.profiles.get(*q) else {
+                            return Err(format!("internal: no shared profile on `{node_name}` GPU {gi}"));
+                        };
+                        mig_ts.insert(format!("nvidia.com/mig-{}", shared.name), *k);
+                        // The device plugin picks the instance; show the shared tenants spread
+                        // over the instances of the shared profile.
+                        let starts: Vec<u8> =
+                            placed.iter().filter(|p| p.profile == shared.name).map(|p| p.start).collect();
                         let mut sorted: Vec<&str> =
                             tenants.iter().map(|&m| problem.models[m].name()).collect();
                         sorted.sort();
@@ -144,9 +148,15 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                             .enumerate()
                             .map(|(i, m)| Tenant {
                                 model: (*m).to_owned(),
-                                instance_start: placed.get(i % placed.len().max(1)).map(|p| p.start),
+                                instance_start: starts.get(i % starts.len().max(1)).copied(),
                             })
                             .collect();
+                        let free: Vec<(String, u8)> = placed
+                            .iter()
+                            .filter(|p| p.profile != shared.name)
+                            .map(|p| (p.profile.clone(), p.start))
+                            .collect();
+                        ts.extend(exclusive_tenants(problem, pool, free, excl, &node_name, gi)?);
                         ts.sort_by(|x, y| {
                             x.instance_start.cmp(&y.instance_start).then(x.model.cmp(&y.model))
                         });
@@ -154,26 +164,9 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                     }
                     Dev::Mig { counts, tenants } => {
                         let placed = placed_instances(pool, counts, &node_name, gi)?;
-                        let mut free: Vec<(String, u8)> =
+                        let free: Vec<(String, u8)> =
                             placed.iter().map(|p| (p.profile.clone(), p.start)).collect();
-                        let mut ts: Vec<Tenant> = Vec::new();
-                        let mut sorted = tenants.clone();
-                        sorted.sort_by(|x, y| {
-                            problem.models[x.1].name().cmp(problem.models[y.1].name()).then(x.0.cmp(&y.0))
-                        });
-                        for (q, m) in sorted {
-                            let pname = &pool.profiles[q].name;
-                            let Some(pos) = free.iter().position(|(p, _)| p == pname) else {
-                                return Err(format!(
-                                    "internal: no `{pname}` instance left on `{node_name}` GPU {gi}"
-                                ));
-                            };
-                            let (_, start) = free.remove(pos);
-                            ts.push(Tenant {
-                                model: problem.models[m].name().to_owned(),
-                                instance_start: Some(start),
-                            });
-                        }
+                        let mut ts = exclusive_tenants(problem, pool, free, tenants, &node_name, gi)?;
                         ts.sort_by_key(|t| t.instance_start);
                         (GpuMode::Mig { instances: placed }, ts)
                     }
@@ -193,10 +186,15 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                             e.1.insert(node_name.clone());
                         }
                     }
-                    Dev::MigTs { q, k, tenants, .. } => {
+                    Dev::MigTs { q, k, tenants, excl, .. } => {
                         for &m in tenants {
                             let res = pool.resource(Kind::MigTs(*q, *k), problem.rename_shared);
                             let e = groups.entry((m, pi, res, 1)).or_default();
+                            e.0 += 1;
+                            e.1.insert(node_name.clone());
+                        }
+                        for &(q, m) in excl {
+                            let e = groups.entry((m, pi, pool.resource(Kind::Mig(q), false), 1)).or_default();
                             e.0 += 1;
                             e.1.insert(node_name.clone());
                         }
@@ -311,6 +309,30 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
         quality,
         changes: None,
     })
+}
+
+/// Exclusive MIG tenants `(profile, model)`, each on a `free` instance `(profile, start)` of
+/// its profile, in model-name order.
+fn exclusive_tenants(
+    problem: &Problem<'_>,
+    pool: &crate::plan::problem::PoolCtx<'_>,
+    mut free: Vec<(String, u8)>,
+    tenants: &[(usize, usize)],
+    node: &str,
+    gi: usize,
+) -> Result<Vec<Tenant>, String> {
+    let mut sorted = tenants.to_vec();
+    sorted.sort_by(|x, y| problem.models[x.1].name().cmp(problem.models[y.1].name()).then(x.0.cmp(&y.0)));
+    let mut out = Vec::new();
+    for (q, m) in sorted {
+        let pname = &pool.profiles[q].name;
+        let Some(pos) = free.iter().position(|(p, _)| p == pname) else {
+            return Err(format!("internal: no `{pname}` instance left on `{node}` GPU {gi}"));
+        };
+        let (_, start) = free.remove(pos);
+        out.push(Tenant { model: problem.models[m].name().to_owned(), instance_start: Some(start) });
+    }
+    Ok(out)
 }
 
 /// The instances of the MIG layout `counts` on GPU `gi` of `node`, re-validated through the

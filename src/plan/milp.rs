@@ -10,10 +10,20 @@
 //! - `g[p,l]` GPUs of pool `p` with MIG layout `l`; supply per profile `q`:
 //!   `Σ_m y[m,(p,q)] ≤ Σ_l count(l,q)·g[p,l]`.
 //! - `w[p]` exclusive whole GPUs: `Σ_m n_m·y[m,(p,whole n)] ≤ w[p]`.
-//! - `t[p,k]` time-sliced GPUs with k replicas: `Σ_m y[m,(p,ts k)] ≤ k·t[p,k]`.
+//! - `t[p,k]` time-sliced GPUs with k replicas: `Σ_m y[m,(p,ts k)] ≤ k·t[p,k]`, light tenants
+//!   only (k copies fit the efficiency, so any k do).
+//! - `ts[p,k]` time-sliced GPUs on nodes judged by their tenants' combined compute (small
+//!   problems): replicas `ys` there, `Σ ys ≤ k·ts`, `Σ compute·ys ≤ efficiency·zs_k` (all of a
+//!   node's tenants together within the efficiency: sufficient for "any k together"); heavy
+//!   tenants (only they fit alone) run only there.
+//! - `tm[p,q,k,l]` GPUs with layout `l` on nodes whose `q` instances are all time-sliced with k
+//!   (`problem::mig_ts_layouts`: the layout with the most `q`, and on small problems,
+//!   `Problem::small`, per profile used exclusively the layout with the most of it):
+//!   `Σ y[·,(p,mig-ts q k)] ≤ k·Σ_l count(l,q)·tm`, and their other instances supply exclusive
+//!   MIG replicas; `Σ_l tm ≤ gpn·zm_{q,k}`.
 //! - node classes (device-plugin sharing is per node and resource): `w ≤ gpn·zw`,
-//!   `t_k ≤ gpn·zt_k`, `zw + Σ_k zt_k ≤ u`, all GPUs `≤ gpn·u`, `min ≤ u ≤ max nodes`;
-//!   multi-GPU replicas of size ≥ n: at most `⌊gpn/n⌋·zw` of them.
+//!   `t_k ≤ gpn·zt_k`, `ts_k ≤ gpn·zs_k`, `zw + Σ_k (zt_k + zs_k) + Σ zm ≤ u`, all GPUs
+//!   `≤ gpn·u`, `min ≤ u ≤ max nodes`; multi-GPU replicas of size ≥ n: at most `⌊gpn/n⌋·zw`.
 //! - spread (necessary conditions; the decomposition enforces the rest): `gpu` — MIG replicas
 //!   of a model ≤ MIG GPUs, time-sliced ones ≤ `t_k` and ≤ `zt_k` (one per node and shared
 //!   resource: the device plugin picks the GPU); `node` — replicas in a pool ≤ `u`,
@@ -42,9 +52,29 @@ const LARGE_ABOVE_COLUMNS: usize = 60;
 /// the 2% quality target) instead of within half of the cheapest GPU.
 pub(crate) const LARGE_RELATIVE_GAP: f64 = 0.002;
 
-/// Whether the program for this problem is *large* (see [`LARGE_ABOVE_COLUMNS`]).
+/// Whether the program for this problem is *large* (see [`LARGE_ABOVE_COLUMNS`]): counted
+/// with the columns of light options only, as the program was before heavy time-slices (which
+/// large programs leave out).
 pub(crate) fn is_large(problem: &Problem<'_>) -> bool {
-    columns(problem).len() > LARGE_ABOVE_COLUMNS
+    let eff = problem.spec.policy.time_slicing_efficiency;
+    let mut keys: std::collections::BTreeSet<Vec<(usize, Kind)>> = std::collections::BTreeSet::new();
+    let mut singles = 0usize;
+    for m in &problem.models {
+        match m.need {
+            Need::Replicas(_) if m.spec.spread == Spread::None => {
+                let c = m.spec.compute;
+                keys.insert(
+                    m.options
+                        .iter()
+                        .filter(|o| !crate::plan::problem::heavy(o, c, eff))
+                        .map(|o| (o.pool, o.kind))
+                        .collect(),
+                );
+            }
+            _ => singles += 1,
+        }
+    }
+    keys.len() + singles > LARGE_ABOVE_COLUMNS
 }
 
 /// What to optimise.
@@ -99,27 +129,59 @@ struct PoolVars {
     t: BTreeMap<u32, Variable>,
     zw: Option<Variable>,
     zt: BTreeMap<u32, Variable>,
-    /// GPUs cut into instances of one profile, time-sliced with k, and their nodes.
-    tm: BTreeMap<(usize, u32), Variable>,
+    /// Time-sliced GPUs with k replicas on nodes judged by their tenants' combined compute
+    /// (`Σ compute ≤ efficiency` per node), and those nodes, per k.
+    ts: BTreeMap<u32, (Variable, Variable)>,
+    /// GPUs on nodes whose instances of profile q are time-sliced with k, per (q, k), per
+    /// candidate layout (index into `PoolCtx::layouts`); and those nodes.
+    tm: BTreeMap<(usize, u32), Vec<(usize, Variable)>>,
     zm: BTreeMap<(usize, u32), Variable>,
     u: Variable,
     extra: Option<Variable>,
 }
 
+impl PoolVars {
+    /// Every GPU variable of the pool except the MIG time-slicing ones.
+    fn plain_gpus(&self) -> impl Iterator<Item = Variable> + '_ {
+        self.g
+            .iter()
+            .copied()
+            .chain(self.w)
+            .chain(self.t.values().copied())
+            .chain(self.ts.values().map(|v| v.0))
+    }
+
+    /// The MIG time-slicing GPU variables.
+    fn mig_ts_gpus(&self) -> impl Iterator<Item = Variable> + '_ {
+        self.tm.values().flatten().map(|&(_, v)| v)
+    }
+}
+
 /// A column group of the program: one rate model, one spread model, or all fixed-demand models
 /// that share exactly the same options (their replicas are interchangeable, so one set of
 /// integer variables serves them all; this keeps the program small for thousands of models).
+/// On small problems members of a group that may be time-sliced also share their compute.
 struct Col<'p> {
     members: Vec<usize>,
     need: Need,
-    options: &'p [Opt],
+    options: Vec<&'p Opt>,
     spread: Spread,
+    /// The largest compute of the members (for the combined-compute time-slicing rows).
+    compute: f64,
+}
+
+/// Whether `o` is a heavy time-slice for a tenant of compute `c`.
+fn heavy(problem: &Problem<'_>, o: &Opt, c: f64) -> bool {
+    crate::plan::problem::heavy(o, c, problem.spec.policy.time_slicing_efficiency)
 }
 
 fn columns<'p>(problem: &'p Problem<'_>) -> Vec<Col<'p>> {
     let mut cols: Vec<Col<'p>> = Vec::new();
-    let mut by_key: BTreeMap<Vec<(usize, Kind)>, usize> = BTreeMap::new();
+    // Options, and on small problems the compute of models that may be time-sliced (the
+    // combined-compute rows weigh each replica by it, so members must agree).
+    let mut by_key: BTreeMap<(Vec<(usize, Kind)>, u64), usize> = BTreeMap::new();
     for (mi, m) in problem.models.iter().enumerate() {
+        let c = m.spec.compute;
         // Only models that need a replica count and spread nothing share a column.
         let n = match m.need {
             Need::Replicas(n) if m.spec.spread == Spread::None => n,
@@ -127,18 +189,22 @@ fn columns<'p>(problem: &'p Problem<'_>) -> Vec<Col<'p>> {
                 cols.push(Col {
                     members: vec![mi],
                     need: m.need.clone(),
-                    options: &m.options,
+                    options: m.options.iter().collect(),
                     spread: m.spec.spread,
+                    compute: c,
                 });
                 continue;
             }
         };
-        let key: Vec<(usize, Kind)> = m.options.iter().map(|o| (o.pool, o.kind)).collect();
+        let shared = problem.small && m.options.iter().any(|o| matches!(o.kind, Kind::TimeSliced(_)));
+        let key =
+            (m.options.iter().map(|o| (o.pool, o.kind)).collect(), if shared { c.to_bits() } else { 0 });
         match by_key.get(&key) {
             Some(&ci) => {
-                if let Some(c) = cols.get_mut(ci) {
-                    c.members.push(mi);
-                    if let Need::Replicas(total) = &mut c.need {
+                if let Some(col) = cols.get_mut(ci) {
+                    col.members.push(mi);
+                    col.compute = col.compute.max(c);
+                    if let Need::Replicas(total) = &mut col.need {
                         *total += n;
                     }
                 }
@@ -148,8 +214,9 @@ fn columns<'p>(problem: &'p Problem<'_>) -> Vec<Col<'p>> {
                 cols.push(Col {
                     members: vec![mi],
                     need: m.need.clone(),
-                    options: &m.options,
+                    options: m.options.iter().collect(),
                     spread: Spread::None,
+                    compute: c,
                 });
             }
         }
@@ -203,166 +270,306 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    let integer = match goal {
-        Goal::Bound | Goal::CostBound { .. } => false,
-        Goal::Extend { integer } => integer,
-        Goal::Plan { .. } => true,
-    };
-    let cols = columns(problem);
-    let large = cols.len() > LARGE_ABOVE_COLUMNS;
-    let mut vars = ProblemVariables::new();
-    let mut cons: Vec<Constraint> = Vec::new();
-    let mut objective = Expression::from(0.0);
-    let total_current: f64 =
-        problem.pools.iter().map(|p| p.spec.current.iter().map(|n| n.gpus.len()).sum::<usize>() as f64).sum();
-    let total_nodes: f64 = problem.pools.iter().map(|p| f64::from(p.max_nodes)).sum();
-    let stability_w = 0.5 / (1.0 + total_current);
-    let node_w = stability_w / (2.0 * (1.0 + total_nodes));
-    // Last tie-break: the smallest device that serves a replica (it leaves room to grow), and a
-    // MIG instance or whole GPU before a time-slice (isolation) when the cost is the same.
-    let total_replicas: f64 = problem
-        .models
-        .iter()
-        .map(|m| match m.need {
-            Need::Replicas(n) => f64::from(n),
-            Need::Rate { rps, min_replicas } => {
-                let best = m.options.iter().filter_map(|o| o.rps).fold(0.0, f64::max);
-                if best > 0.0 { (rps / best).ceil().max(f64::from(min_replicas)) } else { 0.0 }
-            }
-        })
-        .sum();
-    let tie_w = node_w / (4.0 * (1.0 + total_replicas));
-
-    let int = |d: good_lp::VariableDefinition| if integer { d.integer() } else { d };
-
-    // Replica variables.
-    let mut y: Vec<Vec<Variable>> = Vec::new();
-    for mc in &cols {
-        let mut row = Vec::new();
-        for o in mc.options {
-            let ub = match mc.need {
-                Need::Replicas(n) => f64::from(n),
-                Need::Rate { rps, min_replicas } => {
-                    let per = o.rps.unwrap_or(0.0);
-                    if per > 0.0 { (rps / per).ceil() + f64::from(min_replicas) } else { 0.0 }
-                }
-            };
-            row.push(vars.add(int(variable().min(0).max(ub))));
-        }
-        y.push(row);
-    }
-
-    // Pool variables.
-    let mut pv: Vec<PoolVars> = Vec::new();
-    for (pi, p) in problem.pools.iter().enumerate() {
-        let cap = p.capacity_gpus() as f64;
-        let unbounded = matches!(goal, Goal::Extend { .. });
-        let gcap = if unbounded { f64::INFINITY } else { cap };
-        let ncap = if unbounded { f64::INFINITY } else { f64::from(p.max_nodes) };
-        let count = |max: f64| int(variable().min(0).max(max));
-        let kinds: Vec<Kind> =
-            cols.iter().flat_map(|m| m.options.iter()).filter(|o| o.pool == pi).map(|o| o.kind).collect();
-        let any_mig = kinds.iter().any(|k| matches!(k, Kind::Mig(_)));
-        let g: Vec<Variable> =
-            if any_mig { p.layouts.iter().map(|_| vars.add(count(gcap))).collect() } else { Vec::new() };
-        let any_whole = kinds.iter().any(|k| matches!(k, Kind::Whole(_)));
-        let w = any_whole.then(|| vars.add(count(gcap)));
-        let zw = any_whole.then(|| vars.add(count(ncap)));
-        let mut t = BTreeMap::new();
-        let mut zt = BTreeMap::new();
-        for &kind in &kinds {
-            if let Kind::TimeSliced(k) = kind
-                && !t.contains_key(&k)
-            {
-                t.insert(k, vars.add(count(gcap)));
-                zt.insert(k, vars.add(count(ncap)));
-            }
-        }
-        let mut tm = BTreeMap::new();
-        let mut zm = BTreeMap::new();
-        for &kind in &kinds {
-            if let Kind::MigTs(q, k) = kind
-                && !tm.contains_key(&(q, k))
-            {
-                tm.insert((q, k), vars.add(count(gcap)));
-                zm.insert((q, k), vars.add(count(ncap)));
-            }
-        }
-        let extra = unbounded.then(|| vars.add(int(variable().min(0))));
-        let u = vars.add(int(variable().min(f64::from(p.min_nodes)).max(ncap)));
-        pv.push(PoolVars { g, w, t, zw, zt, tm, zm, u, extra });
-    }
-
-    // Pinned replica counts (LP rounding).
-    for (ci, col) in cols.iter().enumerate() {
-        if let [m] = col.members[..]
-            && pins.keys().any(|k| k.0 == m)
-        {
-            for (oi, o) in col.options.iter().enumerate() {
-                let n = f64::from(pins.get(&(m, o.pool, o.kind)).copied().unwrap_or(0));
-                let yv = y[ci][oi];
-                cons.push(constraint!(yv == n));
-            }
-        }
-    }
-    // Demand.
-    for (mi, mc) in cols.iter().enumerate() {
-        if matches!(goal, Goal::Plan { .. }) {
-            for (oi, o) in mc.options.iter().enumerate() {
-                // Exclusive devices first; among shared ones a MIG time-slice (memory isolated
-                // from other instances) before a time-sliced whole GPU.
-                let shared = match o.kind {
-                    Kind::TimeSliced(_) => 1.0,
-                    Kind::MigTs(..) => 0.5,
-                    _ => 0.0,
-                };
-                objective += tie_w * (o.size + shared) * y[mi][oi];
-            }
-        }
-        let sum: Expression = y[mi].iter().copied().sum();
-        match mc.need {
-            Need::Replicas(n) => cons.push(constraint!(sum == f64::from(n))),
-            Need::Rate { rps, min_replicas } => {
-                let mut cover = Expression::from(0.0);
-                for (oi, o) in mc.options.iter().enumerate() {
-                    cover += o.rps.unwrap_or(0.0) * y[mi][oi];
-                }
-                cons.push(constraint!(cover >= rps));
-                cons.push(constraint!(sum >= f64::from(min_replicas)));
-            }
-        }
-    }
-
-    // Supply, node classes, spread, objective per pool.
+    let mut prog = Program::new(problem, goal);
+    prog.replica_vars();
+    prog.pool_vars();
+    prog.pin(pins);
+    prog.demand_rows();
     let mut bound_gpus = Expression::from(0.0);
     let mut cost_expr = Expression::from(0.0);
-    for (pi, p) in problem.pools.iter().enumerate() {
-        let v = &pv[pi];
-        let gpn = f64::from(p.gpn);
-        let big = p.capacity_gpus() as f64;
-        let mut gpus = Expression::from(0.0);
-        for &g in &v.g {
-            gpus += g;
+    for pi in 0..problem.pools.len() {
+        let gpus = prog.pool_rows(pi);
+        prog.spread_rows(pi);
+        bound_gpus += gpus.clone();
+        cost_expr += problem.pools[pi].weight * gpus.clone();
+        prog.pool_objective(pi, gpus);
+    }
+    prog.goal_rows(bound_gpus, cost_expr);
+    prog.run_and_read()
+}
+
+/// Weights of the objective's lower levels (see the module header).
+struct Weights {
+    /// Per GPU whose current MIG layout is dropped.
+    stability: f64,
+    /// Per node.
+    node: f64,
+    /// Per replica × (device size + sharing penalty): the last tie-break.
+    tie: f64,
+}
+
+/// The program under construction, one step per seam of the formulation: replica variables,
+/// pool variables, pinned counts, demand, per pool its supply and node classes, spread and
+/// objective, then the goal's rows; [`Program::run_and_read`] solves and reads the counts.
+struct Program<'p, 'a> {
+    problem: &'p Problem<'a>,
+    goal: Goal,
+    cols: Vec<Col<'p>>,
+    large: bool,
+    integer: bool,
+    vars: ProblemVariables,
+    cons: Vec<Constraint>,
+    objective: Expression,
+    /// Replicas per column and option.
+    y: Vec<Vec<Variable>>,
+    /// The same on time-sliced nodes judged by their tenants' combined compute (`None` where
+    /// not modelled: spread models, problems that are not [`Problem::small`], other kinds).
+    ys: Vec<Vec<Option<Variable>>>,
+    pv: Vec<PoolVars>,
+    weights: Weights,
+}
+
+impl<'p, 'a> Program<'p, 'a> {
+    fn new(problem: &'p Problem<'a>, goal: Goal) -> Self {
+        let integer = match goal {
+            Goal::Bound | Goal::CostBound { .. } => false,
+            Goal::Extend { integer } => integer,
+            Goal::Plan { .. } => true,
+        };
+        let cols = columns(problem);
+        let large = is_large(problem);
+        let total_current: f64 = problem
+            .pools
+            .iter()
+            .map(|p| p.spec.current.iter().map(|n| n.gpus.len()).sum::<usize>() as f64)
+            .sum();
+        let total_nodes: f64 = problem.pools.iter().map(|p| f64::from(p.max_nodes)).sum();
+        let stability = 0.5 / (1.0 + total_current);
+        let node = stability / (2.0 * (1.0 + total_nodes));
+        // Last tie-break: the smallest device that serves a replica (it leaves room to grow),
+        // and a MIG instance or whole GPU before a time-slice (isolation) when the cost is the
+        // same.
+        let total_replicas: f64 = problem
+            .models
+            .iter()
+            .map(|m| match m.need {
+                Need::Replicas(n) => f64::from(n),
+                Need::Rate { rps, min_replicas } => {
+                    let best = m.options.iter().filter_map(|o| o.rps).fold(0.0, f64::max);
+                    if best > 0.0 { (rps / best).ceil().max(f64::from(min_replicas)) } else { 0.0 }
+                }
+            })
+            .sum();
+        let tie = node / (4.0 * (1.0 + total_replicas));
+        Program {
+            problem,
+            goal,
+            cols,
+            large,
+            integer,
+            vars: ProblemVariables::new(),
+            cons: Vec::new(),
+            objective: Expression::from(0.0),
+            y: Vec::new(),
+            ys: Vec::new(),
+            pv: Vec::new(),
+            weights: Weights { stability, node, tie },
         }
-        if let Some(w) = v.w {
-            gpus += w;
+    }
+
+    fn int(&self, d: good_lp::VariableDefinition) -> good_lp::VariableDefinition {
+        if self.integer { d.integer() } else { d }
+    }
+
+    /// `y[c,o]`, and `ys[c,o]` for time-slices on combined-compute nodes.
+    fn replica_vars(&mut self) {
+        for ci in 0..self.cols.len() {
+            let (mut row, mut row_s) = (Vec::new(), Vec::new());
+            for oi in 0..self.cols[ci].options.len() {
+                let (col, o) = (&self.cols[ci], self.cols[ci].options[oi]);
+                let ub = match col.need {
+                    Need::Replicas(n) => f64::from(n),
+                    Need::Rate { rps, min_replicas } => {
+                        let per = o.rps.unwrap_or(0.0);
+                        if per > 0.0 { (rps / per).ceil() + f64::from(min_replicas) } else { 0.0 }
+                    }
+                };
+                // A heavy time-slice exists only on combined-compute nodes.
+                let light_ub = if heavy(self.problem, o, col.compute) { 0.0 } else { ub };
+                let combined =
+                    self.problem.small && col.spread == Spread::None && matches!(o.kind, Kind::TimeSliced(_));
+                let d = self.int(variable().min(0).max(light_ub));
+                row.push(self.vars.add(d));
+                row_s.push(combined.then_some(ub));
+            }
+            self.y.push(row);
+            let mut row_ys = Vec::new();
+            for ub in row_s {
+                row_ys.push(ub.map(|ub| {
+                    let d = self.int(variable().min(0).max(ub));
+                    self.vars.add(d)
+                }));
+            }
+            self.ys.push(row_ys);
         }
-        for &t in v.t.values() {
-            gpus += t;
-        }
-        // MIG supply per profile.
-        if !v.g.is_empty() {
-            for q in 0..p.profiles.len() {
-                let mut demand = Expression::from(0.0);
-                let mut any = false;
-                for (mi, mc) in cols.iter().enumerate() {
-                    for (oi, o) in mc.options.iter().enumerate() {
-                        if o.pool == pi && o.kind == Kind::Mig(q) {
-                            demand += y[mi][oi];
-                            any = true;
-                        }
+    }
+
+    /// Per pool: GPUs per layout, whole, time-sliced per k, combined-compute time-sliced per
+    /// k, MIG time-slicing per (profile, k) and layout; node classes; nodes.
+    fn pool_vars(&mut self) {
+        for pi in 0..self.problem.pools.len() {
+            let p = &self.problem.pools[pi];
+            let cap = p.capacity_gpus() as f64;
+            let unbounded = matches!(self.goal, Goal::Extend { .. });
+            let gcap = if unbounded { f64::INFINITY } else { cap };
+            let ncap = if unbounded { f64::INFINITY } else { f64::from(p.max_nodes) };
+            let kinds: Vec<Kind> = self
+                .cols
+                .iter()
+                .flat_map(|m| m.options.iter())
+                .filter(|o| o.pool == pi)
+                .map(|o| o.kind)
+                .collect();
+            let any_mig = kinds.iter().any(|k| matches!(k, Kind::Mig(_)));
+            let n_layouts = p.layouts.len();
+            let count = |s: &mut Self, max: f64| {
+                let d = s.int(variable().min(0).max(max));
+                s.vars.add(d)
+            };
+            let g: Vec<Variable> =
+                if any_mig { (0..n_layouts).map(|_| count(self, gcap)).collect() } else { Vec::new() };
+            let any_whole = kinds.iter().any(|k| matches!(k, Kind::Whole(_)));
+            let w = any_whole.then(|| count(self, gcap));
+            let zw = any_whole.then(|| count(self, ncap));
+            let mut t = BTreeMap::new();
+            let mut zt = BTreeMap::new();
+            for &kind in &kinds {
+                if let Kind::TimeSliced(k) = kind
+                    && !t.contains_key(&k)
+                {
+                    t.insert(k, count(self, gcap));
+                    zt.insert(k, count(self, ncap));
+                }
+            }
+            let mut ts: BTreeMap<u32, ()> = BTreeMap::new();
+            for (ci, col) in self.cols.iter().enumerate() {
+                for (oi, o) in col.options.iter().enumerate() {
+                    if let (Kind::TimeSliced(k), Some(_)) = (o.kind, self.ys[ci][oi])
+                        && o.pool == pi
+                        && !ts.contains_key(&k)
+                    {
+                        ts.insert(k, ());
                     }
                 }
+            }
+            let ts: BTreeMap<u32, (Variable, Variable)> =
+                ts.into_keys().map(|k| (k, (count(self, gcap), count(self, ncap)))).collect();
+            let mut tm = BTreeMap::new();
+            let mut zm = BTreeMap::new();
+            for &kind in &kinds {
+                if let Kind::MigTs(q, k) = kind
+                    && !tm.contains_key(&(q, k))
+                {
+                    let layouts: Vec<(usize, Variable)> =
+                        crate::plan::problem::mig_ts_layouts(self.problem, pi, q, self.problem.small)
+                            .into_iter()
+                            .map(|l| (l, count(self, gcap)))
+                            .collect();
+                    tm.insert((q, k), layouts);
+                    zm.insert((q, k), count(self, ncap));
+                }
+            }
+            let extra = unbounded.then(|| {
+                let d = self.int(variable().min(0));
+                self.vars.add(d)
+            });
+            let min_nodes = f64::from(self.problem.pools[pi].min_nodes);
+            let d = self.int(variable().min(min_nodes).max(ncap));
+            let u = self.vars.add(d);
+            self.pv.push(PoolVars { g, w, t, zw, zt, ts, tm, zm, u, extra });
+        }
+    }
+
+    /// Pinned replica counts (LP rounding) of single-model columns.
+    fn pin(&mut self, pins: &Pins) {
+        for (ci, col) in self.cols.iter().enumerate() {
+            if let [m] = col.members[..]
+                && pins.keys().any(|k| k.0 == m)
+            {
+                for (oi, o) in col.options.iter().enumerate() {
+                    let n = f64::from(pins.get(&(m, o.pool, o.kind)).copied().unwrap_or(0));
+                    let yv = self.served(ci, oi);
+                    self.cons.push(constraint!(yv == n));
+                }
+            }
+        }
+    }
+
+    /// Replicas of column `ci` on option `oi`, on either kind of node.
+    fn served(&self, ci: usize, oi: usize) -> Expression {
+        let mut e = Expression::from(self.y[ci][oi]);
+        if let Some(s) = self.ys[ci][oi] {
+            e += s;
+        }
+        e
+    }
+
+    /// `Σ coef(kind) · y` over the options of pool `pi` (replicas on ordinary nodes only).
+    fn replicas_in(&self, pi: usize, coef: impl Fn(Kind) -> Option<f64>) -> (Expression, bool) {
+        let mut e = Expression::from(0.0);
+        let mut any = false;
+        for (ci, col) in self.cols.iter().enumerate() {
+            for (oi, o) in col.options.iter().enumerate() {
+                if o.pool == pi
+                    && let Some(c) = coef(o.kind)
+                {
+                    e += c * self.y[ci][oi];
+                    any = true;
+                }
+            }
+        }
+        (e, any)
+    }
+
+    /// Demand: fixed counts, or the rate and the minimum replicas; and the tie-break.
+    fn demand_rows(&mut self) {
+        for ci in 0..self.cols.len() {
+            let col = &self.cols[ci];
+            if matches!(self.goal, Goal::Plan { .. }) {
+                for (oi, o) in col.options.iter().enumerate() {
+                    // Exclusive devices first; among shared ones a MIG time-slice (memory
+                    // isolated from other instances) before a time-sliced whole GPU.
+                    let shared = match o.kind {
+                        Kind::TimeSliced(_) => 1.0,
+                        Kind::MigTs(..) => 0.5,
+                        _ => 0.0,
+                    };
+                    self.objective += self.weights.tie * (o.size + shared) * self.served(ci, oi);
+                }
+            }
+            let mut sum = Expression::from(0.0);
+            for oi in 0..col.options.len() {
+                sum += self.served(ci, oi);
+            }
+            match col.need {
+                Need::Replicas(n) => self.cons.push(constraint!(sum == f64::from(n))),
+                Need::Rate { rps, min_replicas } => {
+                    let mut cover = Expression::from(0.0);
+                    for (oi, o) in col.options.iter().enumerate() {
+                        cover += o.rps.unwrap_or(0.0) * self.y[ci][oi];
+                    }
+                    self.cons.push(constraint!(cover >= rps));
+                    self.cons.push(constraint!(sum >= f64::from(min_replicas)));
+                }
+            }
+        }
+    }
+
+    /// Supply and node classes of pool `pi`; returns its GPUs.
+    fn pool_rows(&mut self, pi: usize) -> Expression {
+        let p = &self.problem.pools[pi];
+        let v = &self.pv[pi];
+        let gpn = f64::from(p.gpn);
+        let mut cons: Vec<Constraint> = Vec::new();
+        let mut gpus = Expression::from(0.0);
+        for g in v.g.iter().copied().chain(v.w).chain(v.t.values().copied()) {
+            gpus += g;
+        }
+        // MIG supply per profile: exclusive instances of the layouts, and of the MIG
+        // time-slicing GPUs' other profiles.
+        if !v.g.is_empty() {
+            for q in 0..p.profiles.len() {
+                let (demand, any) = self.replicas_in(pi, |k| (k == Kind::Mig(q)).then_some(1.0));
                 if any {
                     let mut supply = Expression::from(0.0);
                     for (l, layout) in p.layouts.iter().enumerate() {
@@ -371,69 +578,88 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                             supply += f64::from(c) * v.g[l];
                         }
                     }
+                    for (&(shared, _), layouts) in v.tm.iter().filter(|_| self.problem.small) {
+                        for &(l, var) in layouts.iter().filter(|_| shared != q) {
+                            let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
+                            if c > 0 {
+                                supply += f64::from(c) * var;
+                            }
+                        }
+                    }
                     cons.push(constraint!(demand <= supply));
                 }
             }
         }
         // Whole GPUs and multi-GPU packing.
         if let (Some(w), Some(zw)) = (v.w, v.zw) {
-            let mut demand = Expression::from(0.0);
+            let (demand, _) = self.replicas_in(pi, |k| match k {
+                Kind::Whole(n) => Some(f64::from(n)),
+                _ => None,
+            });
             let mut sizes: Vec<u32> = Vec::new();
-            for (mi, mc) in cols.iter().enumerate() {
-                for (oi, o) in mc.options.iter().enumerate() {
+            for col in &self.cols {
+                for o in &col.options {
                     if o.pool == pi
                         && let Kind::Whole(n) = o.kind
+                        && n > 1
+                        && !sizes.contains(&n)
                     {
-                        demand += f64::from(n) * y[mi][oi];
-                        if n > 1 && !sizes.contains(&n) {
-                            sizes.push(n);
-                        }
+                        sizes.push(n);
                     }
                 }
             }
             cons.push(constraint!(demand <= w));
             cons.push(constraint!(w <= gpn * zw));
             for &n in &sizes {
-                let mut big_ones = Expression::from(0.0);
-                for (mi, mc) in cols.iter().enumerate() {
-                    for (oi, o) in mc.options.iter().enumerate() {
-                        if o.pool == pi && matches!(o.kind, Kind::Whole(s) if s >= n) {
-                            big_ones += y[mi][oi];
-                        }
-                    }
-                }
+                let (big_ones, _) =
+                    self.replicas_in(pi, |k| matches!(k, Kind::Whole(s) if s >= n).then_some(1.0));
                 cons.push(constraint!(big_ones <= f64::from(p.gpn / n) * zw));
             }
         }
         for (&k, &t) in &v.t {
-            let mut demand = Expression::from(0.0);
-            for (mi, mc) in cols.iter().enumerate() {
-                for (oi, o) in mc.options.iter().enumerate() {
-                    if o.pool == pi && o.kind == Kind::TimeSliced(k) {
-                        demand += y[mi][oi];
-                    }
-                }
-            }
+            let (demand, _) = self.replicas_in(pi, |x| (x == Kind::TimeSliced(k)).then_some(1.0));
             cons.push(constraint!(demand <= f64::from(k) * t));
             if let Some(&z) = v.zt.get(&k) {
                 cons.push(constraint!(t <= gpn * z));
             }
         }
-        // MIG time-slicing nodes hold only their own GPUs; every other GPU fits on the rest.
-        let mut mig_ts_nodes = Expression::from(0.0);
-        for (&(q, k), &tmv) in &v.tm {
-            let mut demand = Expression::from(0.0);
-            for (mi, mc) in cols.iter().enumerate() {
-                for (oi, o) in mc.options.iter().enumerate() {
-                    if o.pool == pi && o.kind == Kind::MigTs(q, k) {
-                        demand += y[mi][oi];
+        // Combined-compute time-slicing nodes: slots, and their tenants' compute within the
+        // efficiency per node (a sufficient form of "any k together": all of them together).
+        let eff = self.problem.spec.policy.time_slicing_efficiency;
+        for (&k, &(t, z)) in &v.ts {
+            let (mut slots, mut compute) = (Expression::from(0.0), Expression::from(0.0));
+            for (ci, col) in self.cols.iter().enumerate() {
+                for (oi, o) in col.options.iter().enumerate() {
+                    if let Some(s) = self.ys[ci][oi]
+                        && o.pool == pi
+                        && o.kind == Kind::TimeSliced(k)
+                    {
+                        slots += s;
+                        compute += col.compute * s;
                     }
                 }
             }
-            let slots = f64::from(k) * f64::from(p.homogeneous.get(q).copied().unwrap_or(0));
-            cons.push(constraint!(demand <= slots * tmv));
+            cons.push(constraint!(slots <= f64::from(k) * t));
+            cons.push(constraint!(t <= gpn * z));
+            // Each such node's budget is real only with a GPU on it.
+            cons.push(constraint!(z <= t));
+            cons.push(constraint!(compute <= eff * z));
+            gpus += t;
+        }
+        // MIG time-slicing nodes hold only their own GPUs; every other GPU fits on the rest.
+        let mut mig_ts_nodes = Expression::from(0.0);
+        for (&(q, k), layouts) in &v.tm {
+            let (demand, _) = self.replicas_in(pi, |x| (x == Kind::MigTs(q, k)).then_some(1.0));
+            let mut slots = Expression::from(0.0);
+            let mut on_nodes = Expression::from(0.0);
+            for &(l, var) in layouts {
+                let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
+                slots += f64::from(k) * f64::from(c) * var;
+                on_nodes += var;
+            }
+            cons.push(constraint!(demand <= slots));
             if let Some(&z) = v.zm.get(&(q, k)) {
-                cons.push(constraint!(tmv <= gpn * z));
+                cons.push(constraint!(on_nodes <= gpn * z));
                 mig_ts_nodes += z;
             }
         }
@@ -444,105 +670,116 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
         for &z in v.zt.values() {
             classes += z;
         }
+        for &(_, z) in v.ts.values() {
+            classes += z;
+        }
         classes += mig_ts_nodes.clone();
         cons.push(constraint!(classes <= v.u));
         cons.push(constraint!(gpus.clone() <= gpn * v.u - gpn * mig_ts_nodes));
-        for &tmv in v.tm.values() {
+        for tmv in v.mig_ts_gpus() {
             gpus += tmv;
         }
         if let Some(e) = v.extra {
             cons.push(constraint!(v.u <= f64::from(p.max_nodes) + e));
-            objective += gpn * p.weight * e;
+            self.objective += gpn * p.weight * e;
         }
-        // Spread.
-        for (mi, mc) in cols.iter().enumerate() {
+        self.cons.extend(cons);
+        gpus
+    }
+
+    /// Spread (necessary conditions) of the single-model columns in pool `pi`.
+    fn spread_rows(&mut self, pi: usize) {
+        let v = &self.pv[pi];
+        let p = &self.problem.pools[pi];
+        let mut cons: Vec<Constraint> = Vec::new();
+        for (mi, mc) in self.cols.iter().enumerate() {
             let in_pool: Vec<usize> = (0..mc.options.len()).filter(|&oi| mc.options[oi].pool == pi).collect();
-            if in_pool.is_empty() {
+            if in_pool.is_empty() || mc.spread == Spread::None {
                 continue;
             }
-            match mc.spread {
-                Spread::None => {}
-                // Distinct GPUs (`gpu`) or nodes (`node`, which are distinct GPUs too).
-                Spread::Gpu | Spread::Node => {
-                    let by_node = mc.spread == Spread::Node;
-                    let mut all = Expression::from(0.0);
-                    let mut mig = Expression::from(0.0);
-                    let mut mig_opts: Vec<(usize, Variable)> = Vec::new();
-                    for &oi in &in_pool {
-                        let yv = y[mi][oi];
-                        all += yv;
-                        // Time-sliced (whole or MIG): at most one replica per node of that
-                        // class, as the device plugin picks the GPU behind a shared resource,
-                        // and at most one per such GPU. Whole GPUs: one per node under `node`.
-                        // Row order (GPUs then nodes for `gpu`, nodes then GPUs for `node`)
-                        // is kept as it was: it steers HiGHS, and swapping it made the
-                        // 1,000-GPU benchmark fleet three times slower.
-                        let ordered = |gpus: Option<Variable>, nodes: Option<Variable>| {
-                            if by_node { [nodes, gpus] } else { [gpus, nodes] }
-                        };
-                        let caps: [Option<Variable>; 2] = match mc.options[oi].kind {
-                            Kind::Mig(q) => {
-                                mig += yv;
-                                mig_opts.push((q, yv));
-                                [None, None]
-                            }
-                            Kind::TimeSliced(k) => ordered(v.t.get(&k).copied(), v.zt.get(&k).copied()),
-                            Kind::MigTs(q, k) => {
-                                ordered(v.tm.get(&(q, k)).copied(), v.zm.get(&(q, k)).copied())
-                            }
-                            Kind::Whole(_) => [if by_node { v.zw } else { None }, None],
-                        };
-                        for cap in caps.into_iter().flatten() {
-                            cons.push(constraint!(yv <= cap));
-                        }
+            // Distinct GPUs (`gpu`) or nodes (`node`, which are distinct GPUs too).
+            let by_node = mc.spread == Spread::Node;
+            let mut all = Expression::from(0.0);
+            let mut mig = Expression::from(0.0);
+            let mut mig_opts: Vec<(usize, Variable)> = Vec::new();
+            for &oi in &in_pool {
+                let yv = self.y[mi][oi];
+                all += yv;
+                // Time-sliced (whole or MIG): at most one replica per node of that class, as
+                // the device plugin picks the GPU behind a shared resource, and at most one per
+                // such GPU. Whole GPUs: one per node under `node`. Row order (GPUs then nodes
+                // for `gpu`, nodes then GPUs for `node`) is kept as it was: it steers HiGHS, and
+                // swapping it made the 1,000-GPU benchmark fleet three times slower.
+                let ordered = |gpus: Option<Expression>, nodes: Option<Expression>| {
+                    if by_node { [nodes, gpus] } else { [gpus, nodes] }
+                };
+                let caps: [Option<Expression>; 2] = match mc.options[oi].kind {
+                    Kind::Mig(q) => {
+                        mig += yv;
+                        mig_opts.push((q, yv));
+                        [None, None]
                     }
-                    if by_node {
-                        cons.push(constraint!(all <= v.u));
+                    Kind::TimeSliced(k) => {
+                        ordered(v.t.get(&k).map(|&x| x.into()), v.zt.get(&k).map(|&x| x.into()))
                     }
-                    if !mig_opts.is_empty() {
-                        let mut mig_gpus = Expression::from(0.0);
-                        for &g in &v.g {
-                            mig_gpus += g;
-                        }
-                        cons.push(constraint!(mig <= mig_gpus));
-                        cons.extend(distinct_gpu_cuts(&p.layouts, &v.g, &mig_opts, !large));
-                    }
+                    Kind::MigTs(q, k) => ordered(
+                        v.tm.get(&(q, k)).map(|ls| ls.iter().map(|&(_, x)| Expression::from(x)).sum()),
+                        v.zm.get(&(q, k)).map(|&x| x.into()),
+                    ),
+                    Kind::Whole(_) => [if by_node { v.zw.map(Into::into) } else { None }, None],
+                };
+                for cap in caps.into_iter().flatten() {
+                    cons.push(constraint!(yv <= cap));
                 }
             }
+            if by_node {
+                cons.push(constraint!(all <= v.u));
+            }
+            if !mig_opts.is_empty() {
+                let mut mig_gpus = Expression::from(0.0);
+                for &g in &v.g {
+                    mig_gpus += g;
+                }
+                cons.push(constraint!(mig <= mig_gpus));
+                cons.extend(distinct_gpu_cuts(&p.layouts, &v.g, &mig_opts, !self.large));
+            }
         }
-        bound_gpus += gpus.clone();
-        cost_expr += p.weight * gpus.clone();
-        match goal {
+        self.cons.extend(cons);
+    }
+
+    /// The objective's levels for pool `pi` whose GPUs are `gpus`.
+    fn pool_objective(&mut self, pi: usize, gpus: Expression) {
+        let p = &self.problem.pools[pi];
+        match self.goal {
             Goal::Bound | Goal::CostBound { .. } => {}
             Goal::Extend { .. } => {
-                objective += 1e-3 * gpus.clone();
+                self.objective += 1e-3 * gpus;
             }
             Goal::Plan { .. } => {
-                objective += 1000.0 * p.weight * gpus.clone();
-                objective += node_w * v.u;
-                // Distinct configs in use.
-                let config = |x: Variable,
-                              vars: &mut ProblemVariables,
-                              cons: &mut Vec<Constraint>,
-                              obj: &mut Expression| {
-                    let b = vars.add(variable().binary());
-                    cons.push(constraint!(x <= big * b));
-                    *obj += b;
-                };
-                // The pure-Rust fallback's branch and bound does not cope with these big-M
-                // binaries; it plans without this objective level (documented in docs/planner.md).
-                if WITH_CONFIG_COUNT && !large {
-                    for &g in &v.g {
-                        config(g, &mut vars, &mut cons, &mut objective);
-                    }
-                    if let Some(w) = v.w {
-                        config(w, &mut vars, &mut cons, &mut objective);
-                    }
-                    for &t in v.t.values().chain(v.tm.values()) {
-                        config(t, &mut vars, &mut cons, &mut objective);
+                let v = &self.pv[pi];
+                self.objective += 1000.0 * p.weight * gpus;
+                self.objective += self.weights.node * v.u;
+                // Distinct configs in use. The pure-Rust fallback's branch and bound does not
+                // cope with these big-M binaries; it plans without this objective level
+                // (documented in docs/planner.md).
+                let big = p.capacity_gpus() as f64;
+                if WITH_CONFIG_COUNT && !self.large {
+                    let configs: Vec<Variable> =
+                        v.g.iter()
+                            .copied()
+                            .chain(v.w)
+                            .chain(v.t.values().copied())
+                            .chain(v.mig_ts_gpus())
+                            .chain(v.ts.values().map(|x| x.0))
+                            .collect();
+                    for x in configs {
+                        let b = self.vars.add(variable().binary());
+                        self.cons.push(constraint!(x <= big * b));
+                        self.objective += b;
                     }
                 }
                 // Stability: GPUs whose current MIG layout is no longer planned.
+                let v = &self.pv[pi];
                 if !v.g.is_empty() {
                     let mut current: BTreeMap<usize, u32> = BTreeMap::new();
                     for node in &p.spec.current {
@@ -554,104 +791,116 @@ pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<Mi
                             }
                         }
                     }
+                    let gs: Vec<Variable> = v.g.clone();
                     for (l, c) in current {
-                        let d = vars.add(variable().min(0));
-                        let g = v.g[l];
-                        cons.push(constraint!(d >= f64::from(c) - g));
-                        objective += stability_w * d;
+                        let d = self.vars.add(variable().min(0));
+                        let g = gs[l];
+                        self.cons.push(constraint!(d >= f64::from(c) - g));
+                        self.objective += self.weights.stability * d;
                     }
                 }
             }
         }
     }
-    if let Goal::Plan { cost_bound: Some(b), .. } = goal {
-        cons.push(constraint!(cost_expr.clone() <= b + 1e-6));
-    }
-    // The rounded-up LP bound as a cut: the root relaxation then proves a plan with that many
-    // GPUs optimal at once, instead of branching to close a fractional gap.
-    if let Goal::Plan { gpu_floor: Some(f), .. } | Goal::CostBound { gpu_floor: Some(f) } = goal
-        && f > 0.0
-    {
-        cons.push(constraint!(bound_gpus.clone() >= f));
-    }
-    match goal {
-        Goal::Bound => objective = bound_gpus,
-        Goal::CostBound { .. } => objective = cost_expr,
-        Goal::Plan { .. } | Goal::Extend { .. } => {}
+
+    /// The goal's own rows and objective: the cost cap, the GPU floor, the bound objectives.
+    fn goal_rows(&mut self, bound_gpus: Expression, cost_expr: Expression) {
+        if let Goal::Plan { cost_bound: Some(b), .. } = self.goal {
+            self.cons.push(constraint!(cost_expr.clone() <= b + 1e-6));
+        }
+        // The rounded-up LP bound as a cut: the root relaxation then proves a plan with that
+        // many GPUs optimal at once, instead of branching to close a fractional gap.
+        if let Goal::Plan { gpu_floor: Some(f), .. } | Goal::CostBound { gpu_floor: Some(f) } = self.goal
+            && f > 0.0
+        {
+            self.cons.push(constraint!(bound_gpus.clone() >= f));
+        }
+        match self.goal {
+            Goal::Bound => self.objective = bound_gpus,
+            Goal::CostBound { .. } => self.objective = cost_expr,
+            Goal::Plan { .. } | Goal::Extend { .. } => {}
+        }
     }
 
-    let mut all_vars: Vec<Variable> = Vec::new();
-    for row in &y {
-        all_vars.extend(row.iter().copied());
-    }
-    // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
-    // The objective is at most 1000 × the cost bound (+1 for the lower levels).
-    let scale = match goal {
-        Goal::Plan { cost_bound: Some(b), .. } => b + 1.0,
-        Goal::Plan { .. } => {
-            problem.pools.iter().map(|p| p.capacity_gpus() as f64 * p.weight).sum::<f64>() + 1.0
+    /// Solves and reads the counts back.
+    fn run_and_read(self) -> Result<MilpResult, MilpError> {
+        let Program { problem, goal, cols, large, integer, vars, cons, objective, y, ys, pv, .. } = self;
+        // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
+        // The objective is at most 1000 × the cost bound (+1 for the lower levels).
+        let scale = match goal {
+            Goal::Plan { cost_bound: Some(b), .. } => b + 1.0,
+            Goal::Plan { .. } => {
+                problem.pools.iter().map(|p| p.capacity_gpus() as f64 * p.weight).sum::<f64>() + 1.0
+            }
+            Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
+        };
+        let (values, optimal, gap) = run(vars, objective, cons, scale, large)?;
+        // Proven only for the program as solved (pinned programs prove nothing for the full
+        // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
+        // is the cost only when every GPU weighs the same (unpriced); on priced pools only a
+        // zero gap proves it.
+        let widened = gap > relative_gap(scale);
+        let optimal = optimal && !widened && (problem.unit_price.is_none() || gap == 0.0);
+        let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
+        let round = |x: f64| if x <= 0.0 { 0 } else { x.round() as u64 };
+        let mut res = MilpResult { optimal, ..Default::default() };
+        for (p, v) in problem.pools.iter().zip(&pv) {
+            let gpus = v.plain_gpus().chain(v.mig_ts_gpus()).map(val).sum::<f64>();
+            res.objective += gpus;
+            res.cost += p.weight * gpus;
+            let mut ts: BTreeMap<u32, u64> = v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect();
+            let mut ts_nodes: BTreeMap<u32, u64> = v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect();
+            for (&k, &(t, z)) in &v.ts {
+                *ts.entry(k).or_insert(0) += round(val(t));
+                *ts_nodes.entry(k).or_insert(0) += round(val(z));
+            }
+            let mig_ts =
+                v.tm.iter()
+                    .map(|(&key, layouts)| {
+                        let mut per = vec![0u64; p.layouts.len()];
+                        for &(l, var) in layouts {
+                            per[l] = round(val(var));
+                        }
+                        (key, per)
+                    })
+                    .collect();
+            res.counts.push(PoolCounts {
+                layouts: v.g.iter().map(|&g| round(val(g))).collect(),
+                ts,
+                whole_nodes: v.zw.map_or(0, |z| round(val(z))),
+                ts_nodes,
+                mig_ts,
+                mig_ts_nodes: v.zm.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
+                nodes: round(val(v.u)),
+            });
+            // A relaxation's fractional nodes round up (the confirmation in `infeasible` grows
+            // them).
+            let ceil = |x: f64| if x <= 1e-6 { 0 } else { (x - 1e-6).ceil() as u64 };
+            res.extra_nodes.push(v.extra.map_or(0, |e| if integer { round(val(e)) } else { ceil(val(e)) }));
         }
-        Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
-    };
-    let (values, optimal, gap) = run(vars, objective, cons, scale, large)?;
-    // Proven only for the program as solved (pinned programs prove nothing for the full model;
-    // the caller knows). A gap below half a GPU's weight proves the GPU count, which is the cost
-    // only when every GPU weighs the same (unpriced); on priced pools only a zero gap proves it.
-    let widened = gap > relative_gap(scale);
-    let optimal = optimal && !widened && (problem.unit_price.is_none() || gap == 0.0);
-    let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
-    let round = |x: f64| if x <= 0.0 { 0 } else { x.round() as u64 };
-    let mut res = MilpResult { optimal, ..Default::default() };
-    res.objective = {
-        let mut total = 0.0;
-        for (pi, _) in problem.pools.iter().enumerate() {
-            let v = &pv[pi];
-            total += v.g.iter().map(|&g| val(g)).sum::<f64>();
-            total += v.w.map_or(0.0, val);
-            total += v.t.values().chain(v.tm.values()).map(|&t| val(t)).sum::<f64>();
-        }
-        total
-    };
-    for (pi, _) in problem.pools.iter().enumerate() {
-        let v = &pv[pi];
-        res.counts.push(PoolCounts {
-            layouts: v.g.iter().map(|&g| round(val(g))).collect(),
-            ts: v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect(),
-            whole_nodes: v.zw.map_or(0, |z| round(val(z))),
-            ts_nodes: v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
-            mig_ts: v.tm.iter().map(|(&k, &t)| (k, round(val(t)))).collect(),
-            mig_ts_nodes: v.zm.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
-            nodes: round(val(v.u)),
-        });
-        // A relaxation's fractional nodes round up (the confirmation in `infeasible` grows them).
-        let ceil = |x: f64| if x <= 1e-6 { 0 } else { (x - 1e-6).ceil() as u64 };
-        res.extra_nodes.push(v.extra.map_or(0, |e| if integer { round(val(e)) } else { ceil(val(e)) }));
-    }
-    for (pi, p) in problem.pools.iter().enumerate() {
-        let v = &pv[pi];
-        let gpus = v.g.iter().map(|&g| val(g)).sum::<f64>()
-            + v.w.map_or(0.0, val)
-            + v.t.values().chain(v.tm.values()).map(|&t| val(t)).sum::<f64>();
-        res.cost += p.weight * gpus;
-    }
-    for (ci, col) in cols.iter().enumerate() {
-        if let [m] = col.members[..] {
-            for (oi, o) in col.options.iter().enumerate() {
-                *res.fractional.entry((m, o.pool, o.kind)).or_insert(0.0) += val(y[ci][oi]);
+        for (ci, col) in cols.iter().enumerate() {
+            let served = |oi: usize| val(y[ci][oi]) + ys[ci][oi].map_or(0.0, val);
+            if let [m] = col.members[..] {
+                for (oi, o) in col.options.iter().enumerate() {
+                    *res.fractional.entry((m, o.pool, o.kind)).or_insert(0.0) += served(oi);
+                }
+            }
+            let counts: Vec<u32> = (0..col.options.len())
+                .map(|oi| {
+                    let n = round(val(y[ci][oi])) + ys[ci][oi].map_or(0, |s| round(val(s)));
+                    u32::try_from(n).unwrap_or(u32::MAX)
+                })
+                .collect();
+            for (mi, oi, n) in disaggregate(problem, col, &counts) {
+                if n > 0
+                    && let Some(o) = col.options.get(oi)
+                {
+                    *res.replicas.entry((mi, o.pool, o.kind)).or_insert(0) += n;
+                }
             }
         }
-        let counts: Vec<u32> = (0..col.options.len())
-            .map(|oi| u32::try_from(round(val(y[ci][oi]))).unwrap_or(u32::MAX))
-            .collect();
-        for (mi, oi, n) in disaggregate(problem, col, &counts) {
-            if n > 0
-                && let Some(o) = col.options.get(oi)
-            {
-                *res.replicas.entry((mi, o.pool, o.kind)).or_insert(0) += n;
-            }
-        }
+        Ok(res)
     }
-    Ok(res)
 }
 
 /// Profiles of one model's MIG options above which [`distinct_gpu_cuts`] keeps only single

@@ -514,6 +514,25 @@ pub fn plan_traced(
         (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
         (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
     };
+    // Small inputs: an exhaustive search may find a cheaper plan than the optimiser's counts
+    // laid out (their model aggregates some node-level rules).
+    let meets_bound = match (valid.cost_per_hour, problem.unit_price) {
+        (Some(bound), Some(unit)) => assignment.cost(&problem) * unit <= bound * (1.0 + 1e-6),
+        _ => assignment.gpus_used() <= u64::from(valid.gpus),
+    };
+    let better = (!solver_proved && !meets_bound).then(|| assign::improve(&problem, &assignment)).flatten();
+    let (assignment, method) = match better {
+        Some(b) => {
+            tr!("exhaustive search: {} GPUs, cost {:.3}", b.gpus_used(), b.cost(&problem));
+            (
+                b,
+                format!(
+                    "{method}; an exhaustive search of this small input then found a cheaper plan, this one"
+                ),
+            )
+        }
+        _ => (assignment, method),
+    };
     // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
     let ffd_gpus =
         ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));

@@ -210,6 +210,12 @@ pub(crate) struct Problem<'a> {
     /// Whether some `spread: gpu` model may run on MIG instances (then placements check
     /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
     pub mig_spread_models: bool,
+    /// Small problems (at most [`SMALL_REPLICAS`] replicas, no rate demand, and not
+    /// [`crate::plan::milp::is_large`]) model more: heavy time-sliced tenants on combined-compute
+    /// nodes, and exclusive MIG replicas on the other instances of MIG time-slicing GPUs of
+    /// any layout. Others leave both out (their options and placements too, so that every plan
+    /// stays inside the model its bound is for).
+    pub small: bool,
 }
 
 /// Builds the problem. Pools whose GPU is unknown to the catalog are skipped (the spec stage
@@ -295,14 +301,89 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     let mig_spread_models = models
         .iter()
         .any(|m| m.spec.spread == Spread::Gpu && m.options.iter().any(|o| matches!(o.kind, Kind::Mig(_))));
-    Problem {
+    let mut problem = Problem {
         spec,
         pools,
         models,
         rename_shared: spec.cluster.time_slicing.rename_by_default,
         unit_price,
         mig_spread_models,
+        small: true,
+    };
+    // Heavy time-slices only where the optimiser models them: small programs, models without
+    // spread (their columns have no combined-compute variables).
+    let replicas: u64 = problem
+        .models
+        .iter()
+        .map(|m| match m.need {
+            Need::Replicas(n) => u64::from(n),
+            Need::Rate { .. } => u64::from(SMALL_REPLICAS) + 1,
+        })
+        .sum();
+    problem.small = !crate::plan::milp::is_large(&problem) && replicas <= u64::from(SMALL_REPLICAS);
+    let eff = spec.policy.time_slicing_efficiency;
+    for mc in &mut problem.models {
+        let keep_heavy = problem.small && mc.spec.spread == Spread::None;
+        let c = mc.spec.compute;
+        mc.options.retain(|o| keep_heavy || !heavy(o, c, eff));
     }
+    problem
+}
+
+/// The share of a GPU a whole-GPU time-slice takes, for ordering: `1/k` for a light tenant;
+/// for a heavy one its share of the efficiency, plus a little per slot so that among equal
+/// shares the fewest slots (the most memory, the fewest neighbours) come first.
+fn ts_size(compute: f64, k: u32, efficiency: f64) -> f64 {
+    if rules::light_tenant(compute, k, efficiency, 1.0) {
+        1.0 / f64::from(k)
+    } else {
+        compute / efficiency.max(1e-9) + 1e-3 * f64::from(k)
+    }
+}
+
+/// Inputs with at most this many replicas (and no rate demand) are small (see
+/// [`Problem::small`]). Beyond, the extensions' variables slowed HiGHS down enough to plan
+/// worse: a 40-model, 128-GPU spec (`mid_size_plan_is_near_the_bound…`) took 79 GPUs
+/// instead of 77.
+const SMALL_REPLICAS: u32 = 32;
+
+/// Candidate layouts (indices into `PoolCtx::layouts`) of GPUs on nodes that time-slice
+/// profile `q` of pool `pi`: the one with the most `q` instances (the homogeneous cut, plus
+/// idle instances), and with `mixed`, per other profile some model may use exclusively in the
+/// pool, the layout with a `q` instance and the most instances of that profile (then the most
+/// `q`): where exclusive replicas of that profile share a GPU with the shared ones.
+pub(crate) fn mig_ts_layouts(problem: &Problem<'_>, pi: usize, q: usize, mixed: bool) -> Vec<usize> {
+    let Some(p) = problem.pools.get(pi) else { return Vec::new() };
+    let count = |l: usize, x: usize| p.layouts[l].counts.get(x).copied().unwrap_or(0);
+    let with: Vec<usize> = (0..p.layouts.len()).filter(|&l| count(l, q) > 0).collect();
+    let best = |key: &dyn Fn(usize) -> (u8, u8)| {
+        with.iter().copied().max_by(|&a, &b| key(a).cmp(&key(b)).then(b.cmp(&a)))
+    };
+    let mut out: Vec<usize> = best(&|l| (count(l, q), 0)).into_iter().collect();
+    if mixed {
+        let exclusive: std::collections::BTreeSet<usize> = problem
+            .models
+            .iter()
+            .flat_map(|m| &m.options)
+            .filter_map(|o| match o.kind {
+                Kind::Mig(x) if o.pool == pi && x != q => Some(x),
+                _ => None,
+            })
+            .collect();
+        for x in exclusive {
+            if let Some(l) = best(&|l| (count(l, x), count(l, q))).filter(|&l| count(l, x) > 0) {
+                out.push(l);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether `o` is a heavy time-slice for a tenant of compute `c` ([`rules::light_tenant`]).
+pub(crate) fn heavy(o: &Opt, c: f64, efficiency: f64) -> bool {
+    matches!(o.kind, Kind::TimeSliced(k) if !rules::light_tenant(c, k, efficiency, 1.0))
 }
 
 /// Profiles the planner may create: one full-size compute instance per GPU instance, no media
@@ -547,20 +628,19 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                         );
                         break;
                     }
-                    // Per tenant: any k tenants fit together when each fits 1/k of the efficiency.
-                    if !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, 1.0) {
+                    // A light tenant (k copies fit the efficiency) fits next to any k − 1 light
+                    // ones; a heavy one (it fits alone) only next to co-tenants small enough,
+                    // which placement checks against the node's real tenants.
+                    if !rules::shared_compute_fits(&[m.compute], k, eff, 1.0) {
                         reject(
                             Reason::Compute,
-                            format!(
-                                "{k} tenants of compute {:.2} exceed the time-slicing efficiency {eff:.2}",
-                                m.compute
-                            ),
+                            format!("compute {:.2} exceeds the time-slicing efficiency {eff:.2}", m.compute),
                         );
                         break;
                     }
                     if let Some((slo, b)) = baseline {
                         // Worst case: k − 1 neighbours sharing the rest of the efficiency.
-                        let neighbours = rules::worst_neighbours(k, eff, 1.0);
+                        let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
                         let pred = match rules::time_sliced_p99_ms(b, m.compute, &neighbours) {
                             Ok(pred) => pred,
                             Err(why) => {
@@ -585,7 +665,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                             kind: Kind::TimeSliced(k),
                             rps: None,
                             p99_ms: Some(pred),
-                            size: 1.0 / f64::from(k),
+                            size: ts_size(m.compute, k, eff),
                             bound_share: 1.0 / f64::from(k),
                         });
                     } else {
@@ -594,7 +674,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
                             kind: Kind::TimeSliced(k),
                             rps: None,
                             p99_ms: None,
-                            size: 1.0 / f64::from(k),
+                            size: ts_size(m.compute, k, eff),
                             bound_share: 1.0 / f64::from(k),
                         });
                     }

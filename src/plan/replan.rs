@@ -235,24 +235,31 @@ fn node_devs(
                 if !pool.fits(&counts) {
                     return Err("its MIG layout is not valid for the pool's GPU".to_owned());
                 }
+                // A profile of this GPU that the node's device plugin time-slices (the planner
+                // shares one per node); the other instances are exclusive.
                 let shared = plugin.and_then(|ts| {
                     let qs: BTreeSet<usize> = at.values().copied().collect();
-                    let q = *qs.iter().next()?;
-                    let k = ts.get(&format!("nvidia.com/mig-{}", pool.profiles[q].name))?;
-                    (qs.len() == 1).then_some((q, *k))
+                    qs.iter().find_map(|&q| {
+                        ts.get(&format!("nvidia.com/mig-{}", pool.profiles[q].name)).map(|&k| (q, k))
+                    })
                 });
+                let mut excl = Vec::new();
+                let mut on_shared = Vec::new();
+                for t in &g.tenants {
+                    let (Some(m), Some(&q)) = (model(&t.model), t.instance_start.and_then(|s| at.get(&s)))
+                    else {
+                        continue;
+                    };
+                    if shared.is_some_and(|(sq, _)| sq == q) {
+                        on_shared.push(m);
+                    } else {
+                        excl.push((q, m));
+                    }
+                }
                 match shared {
-                    Some((q, k)) => Dev::MigTs { q, k, counts, tenants },
+                    Some((q, k)) => Dev::MigTs { q, k, counts, tenants: on_shared, excl },
                     None => {
-                        let mut ts = Vec::new();
-                        for t in &g.tenants {
-                            let (Some(m), Some(q)) =
-                                (model(&t.model), t.instance_start.and_then(|s| at.get(&s)))
-                            else {
-                                continue;
-                            };
-                            ts.push((*q, m));
-                        }
+                        let ts = excl;
                         Dev::Mig { counts, tenants: ts }
                     }
                 }
@@ -394,6 +401,15 @@ fn replicas_of(problem: &Problem<'_>, a: &Assignment, m: usize) -> Vec<(Slot, Ki
                                 out.push(((pi, ni, gi, ti), k));
                             }
                         }
+                        // Exclusive instances of a MIG time-slicing GPU: positions after the
+                        // shared tenants.
+                        if let Dev::MigTs { excl, .. } = d {
+                            for (ti, (q, t)) in excl.iter().enumerate() {
+                                if *t == m {
+                                    out.push(((pi, ni, gi, tenants.len() + ti), Kind::Mig(*q)));
+                                }
+                            }
+                        }
                     }
                     Dev::Mig { tenants, .. } => {
                         for (ti, (q, t)) in tenants.iter().enumerate() {
@@ -424,6 +440,9 @@ fn remove(problem: &Problem<'_>, a: &mut Assignment, m: usize, slot: Slot) {
         }
         Some(Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. }) if ti < tenants.len() => {
             tenants.remove(ti);
+        }
+        Some(Dev::MigTs { tenants, excl, .. }) if ti - tenants.len() < excl.len() => {
+            excl.remove(ti - tenants.len());
         }
         Some(Dev::Mig { tenants, .. }) if ti < tenants.len() => {
             tenants.remove(ti);
@@ -534,9 +553,13 @@ fn lower_bound(problem: &Problem<'_>, a: &Assignment, missing: &BTreeMap<usize, 
                                 >= c as usize
                     }
                     Kind::TimeSliced(k) => ts == Some(k),
-                    Kind::Mig(q) => n.gpus.iter().any(
-                        |d| matches!(d, Dev::Mig { counts, .. } if counts.get(q).is_some_and(|c| *c > 0)),
-                    ),
+                    Kind::Mig(q) => n.gpus.iter().any(|d| match d {
+                        Dev::Mig { counts, .. } => counts.get(q).is_some_and(|c| *c > 0),
+                        Dev::MigTs { q: shared, counts, .. } => {
+                            *shared != q && counts.get(q).is_some_and(|c| *c > 0)
+                        }
+                        _ => false,
+                    }),
                     Kind::MigTs(q, k) => n
                         .gpus
                         .iter()
@@ -876,7 +899,8 @@ fn dev_load(d: &Dev) -> usize {
     match d {
         Dev::Unused => 0,
         Dev::Whole { tenant } => usize::from(tenant.is_some()),
-        Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. } => tenants.len(),
+        Dev::Ts { tenants, .. } => tenants.len(),
+        Dev::MigTs { tenants, excl, .. } => tenants.len() + excl.len(),
         Dev::Mig { tenants, .. } => tenants.len(),
     }
 }

@@ -85,6 +85,68 @@ pub fn mig_time_sliced_p99_ms(
     latency::predict_mig_time_sliced_p99_ms(baseline_ms, gpu_sms, instance_sms, own, neighbours)
 }
 
+/// Whether a tenant of compute `own` is *light* on `k` slots: `k` copies of it fit, so any `k`
+/// light tenants fit together whatever the mix. A tenant that fits alone but not `k` times is
+/// *heavy*: it may share only with co-tenants small enough for [`shared_compute_fits`], which the
+/// planner checks against the real co-tenants where it places one ([`shared_tenants_fit`]).
+pub fn light_tenant(own: f64, k: u32, efficiency: f64, capacity: f64) -> bool {
+    shared_compute_fits(&vec![own; k as usize], k, efficiency, capacity)
+}
+
+/// The neighbours a tenant of compute `own` is admitted against on `k` slots: for a light
+/// tenant [`worst_neighbours`]; for a heavy one, `k − 1` co-tenants sharing what the
+/// efficiency leaves (any `k` tenants fit, so its `k − 1` largest co-tenants sum to at most
+/// `efficiency × capacity − own`). The latency law grows with the neighbours' sum and count
+/// only, so this is the worst case the verifier can see.
+pub fn admission_neighbours(own: f64, k: u32, efficiency: f64, capacity: f64) -> Vec<f64> {
+    if light_tenant(own, k, efficiency, capacity) {
+        worst_neighbours(k, efficiency, capacity)
+    } else {
+        let rest = (efficiency * capacity - own).max(0.0);
+        vec![rest / f64::from(k.saturating_sub(1).max(1)); k.saturating_sub(1) as usize]
+    }
+}
+
+/// One tenant of a time-sliced resource, as [`shared_tenants_fit`] judges it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SharedTenant {
+    /// Compute, a share of the whole GPU.
+    pub compute: f64,
+    /// `(p99 SLO, baseline)` in ms when the model has a latency baseline.
+    pub latency: Option<(f64, f64)>,
+}
+
+/// Whether the tenants of one time-sliced resource of a node (`k` replicas per device) pass
+/// what the verifier checks of them together: any `k` within `efficiency × capacity`, and each
+/// tenant's predicted p99 with its `k − 1` largest co-tenants as neighbours within its SLO.
+/// `mig` is `(GPU SMs, instance SMs)` for a MIG resource, `None` for whole GPUs (capacity 1).
+pub fn shared_tenants_fit(
+    tenants: &[SharedTenant],
+    k: u32,
+    efficiency: f64,
+    capacity: f64,
+    mig: Option<(u32, u32)>,
+) -> bool {
+    let computes: Vec<f64> = tenants.iter().map(|t| t.compute).collect();
+    if !shared_compute_fits(&computes, k, efficiency, capacity) {
+        return false;
+    }
+    tenants.iter().enumerate().all(|(i, t)| {
+        let Some((slo, baseline)) = t.latency else { return true };
+        let mut others: Vec<f64> =
+            computes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &c)| c).collect();
+        others.sort_by(|x, y| y.total_cmp(x));
+        others.truncate(k.saturating_sub(1) as usize);
+        let p99 = match mig {
+            None => time_sliced_p99_ms(baseline, t.compute, &others),
+            Some((gpu_sms, inst_sms)) => {
+                mig_time_sliced_p99_ms(baseline, gpu_sms, inst_sms, t.compute, &others)
+            }
+        };
+        p99.is_ok_and(|p| p <= slo)
+    })
+}
+
 /// The neighbours a time-sliced tenant is admitted against: `k − 1` co-tenants, each at most
 /// `efficiency × capacity / k` (the planner admits a tenant on k slots only when `k × compute`
 /// fits the efficiency, so no co-tenant is larger). `capacity` is 1 for a whole GPU, the

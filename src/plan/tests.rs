@@ -103,3 +103,135 @@ fn layouts_from_the_catalog_enumeration_match_a_search_over_usable_profiles() {
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "{}: sorted by key", gpu.id);
     }
 }
+
+/// A time-slicing brute-force model: memory in GiB, compute in twentieths, replicas, shared.
+type TsModel = (u64, u32, u32, bool);
+
+/// The fewest GPUs of a pool of one-GPU L4 nodes (no MIG) that serve `models` (replica demand,
+/// spread none), by exhaustive search over partitions of the replicas into GPUs, with the
+/// verifier's rules: a GPU holds one replica exclusively (memory ≤ the GPU's, compute ≤ 1), or
+/// `s ≥ 2` replicas of `shared` models time-sliced `k` ways, `s ≤ k ≤ maxTimeSlicingReplicas`,
+/// each within `1/k` of the memory and their compute together within the efficiency (on a
+/// one-GPU node the tenants of the node's shared resource are exactly the GPU's, so "any k of
+/// them" is "all of them"; `k = s` gives the largest slot). `None` when `capacity` GPUs are not
+/// enough.
+fn brute_force_time_slicing(spec: &crate::spec::Spec, gpu_mib: u64, capacity: u32) -> Option<u32> {
+    let policy = &spec.policy;
+    let usable = gpu_mib as f64 * (1.0 - policy.memory_headroom);
+    let mut replicas: Vec<usize> = Vec::new();
+    for (i, m) in spec.models.iter().enumerate() {
+        let crate::spec::Demand::Replicas(n) = m.demand else { return None };
+        replicas.extend(std::iter::repeat_n(i, n as usize));
+    }
+    let group_ok = |g: &[usize]| -> bool {
+        let ms: Vec<&crate::spec::Model> = g.iter().map(|&i| &spec.models[i]).collect();
+        if let [m] = ms[..] {
+            return m.memory_mib as f64 <= usable && m.compute <= 1.0 + 1e-9;
+        }
+        let k = g.len() as u32;
+        k <= policy.max_time_slicing_replicas
+            && ms.iter().all(|m| {
+                m.isolation == crate::spec::Isolation::Shared && m.memory_mib as f64 <= usable / f64::from(k)
+            })
+            && ms.iter().map(|m| m.compute).sum::<f64>() <= policy.time_slicing_efficiency + 1e-9
+    };
+    fn go(
+        next: usize,
+        replicas: &[usize],
+        groups: &mut Vec<Vec<usize>>,
+        best: &mut u32,
+        ok: &dyn Fn(&[usize]) -> bool,
+    ) {
+        if groups.len() as u32 >= *best {
+            return;
+        }
+        let Some(&r) = replicas.get(next) else {
+            if groups.iter().all(|g| ok(g)) {
+                *best = groups.len() as u32;
+            }
+            return;
+        };
+        for gi in 0..groups.len() {
+            groups[gi].push(r);
+            // Adding a tenant to a shared group never makes it valid again: prune.
+            if groups[gi].len() < 2 || ok(&groups[gi]) {
+                go(next + 1, replicas, groups, best, ok);
+            }
+            groups[gi].pop();
+        }
+        groups.push(vec![r]);
+        go(next + 1, replicas, groups, best, ok);
+        groups.pop();
+    }
+    let mut best = capacity + 1;
+    go(0, &replicas, &mut Vec::new(), &mut best, &group_ok);
+    (best <= capacity).then_some(best)
+}
+
+#[test]
+fn brute_force_time_slicing_knows_combined_compute() {
+    let mut a = crate::bench::model("a", 8 * 1024, 0.5, 1);
+    a.isolation = crate::spec::Isolation::Shared;
+    let mut b = crate::bench::model("b", 8 * 1024, 0.2, 1);
+    b.isolation = crate::spec::Isolation::Shared;
+    let names = vec!["n1".to_owned(), "n2".to_owned()];
+    let spec = crate::bench::spec("t", vec![crate::bench::pool("l4", "L4", 1, names)], vec![a, b.clone()]);
+    assert_eq!(brute_force_time_slicing(&spec, 23034, 2), Some(1));
+    let mut c = b.clone();
+    c.name = "c".into();
+    c.compute = 0.3;
+    let names = vec!["n1".to_owned(), "n2".to_owned()];
+    let mut heavy = crate::bench::model("a", 8 * 1024, 0.5, 1);
+    heavy.isolation = crate::spec::Isolation::Shared;
+    let spec = crate::bench::spec("t", vec![crate::bench::pool("l4", "L4", 1, names)], vec![heavy, c]);
+    // 0.5 + 0.3 > 0.76: two GPUs.
+    assert_eq!(brute_force_time_slicing(&spec, 23034, 2), Some(2));
+}
+
+/// 64 cases per property (CI stays fast); `PROPTEST_CASES=1024` runs more locally.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: cases(), ..Default::default() })]
+
+    /// Issue 13: on small pools of one-GPU nodes with time-slicing, the bound valid for every
+    /// plan is at most the true optimum, "optimal" is never claimed above it, and the planner
+    /// reaches it (tenants judged by their combined compute).
+    #[test]
+    fn small_time_slicing_cases_reach_the_brute_force_optimum(
+        nodes in 1u32..=4,
+        params in proptest::collection::vec((1u64..=20, 1u32..=19, 1u32..=2, proptest::bool::weighted(0.8)), 1..=4),
+    ) {
+        use proptest::prelude::*;
+        prop_assume!(params.iter().map(|m| m.2).sum::<u32>() <= 6);
+        let models: Vec<crate::spec::Model> = params
+            .iter()
+            .enumerate()
+            .map(|(i, &(gib, twentieths, replicas, shared)): (usize, &TsModel)| {
+                let mut m = crate::bench::model(&format!("m{i}"), gib * 1024, f64::from(twentieths) / 20.0, replicas);
+                m.isolation = if shared { crate::spec::Isolation::Shared } else { crate::spec::Isolation::Hardware };
+                m
+            })
+            .collect();
+        let names = (1..=nodes).map(|n| format!("n{n}")).collect();
+        let spec = crate::bench::spec("brute", vec![crate::bench::pool("l4", "L4", 1, names)], models);
+        let catalog = Catalog::builtin();
+        let gpu_mib = catalog.get("L4").map_or(0, |g| g.memory_mib);
+        let optimum = brute_force_time_slicing(&spec, gpu_mib, nodes);
+        match crate::plan::plan(&spec, &catalog) {
+            Ok(plan) => {
+                let q = &plan.quality;
+                let violations = crate::verify::check(&spec, &catalog, &plan);
+                prop_assert!(violations.is_empty(), "{violations:?}\n{:?}", plan.pools);
+                prop_assert!(optimum.is_some_and(|o| q.lower_bound <= o), "bound {} above the optimum {optimum:?}", q.lower_bound);
+                if q.proof == crate::plan::Proof::Optimal {
+                    prop_assert_eq!(Some(q.gpus_used), optimum, "called optimal above the optimum");
+                }
+                prop_assert_eq!(Some(q.gpus_used), optimum, "planner vs brute force: {:?}", plan.pools);
+            }
+            Err(d) => prop_assert!(optimum.is_none(), "the planner failed ({:?}) but {optimum:?} GPUs suffice", d.iter().map(|d| &d.message).collect::<Vec<_>>()),
+        }
+    }
+}

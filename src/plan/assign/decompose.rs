@@ -12,8 +12,9 @@ pub(crate) struct PoolCounts {
     /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.
     pub whole_nodes: u64,
     pub ts_nodes: BTreeMap<u32, u64>,
-    /// GPUs cut into instances of one profile time-sliced with k, and their nodes, per (profile, k).
-    pub mig_ts: BTreeMap<(usize, u32), u64>,
+    /// GPUs on nodes whose instances of one profile are time-sliced with k, per (profile, k),
+    /// per candidate layout (same index as `PoolCtx::layouts`), and their nodes.
+    pub mig_ts: BTreeMap<(usize, u32), Vec<u64>>,
     pub mig_ts_nodes: BTreeMap<(usize, u32), u64>,
     pub nodes: u64,
 }
@@ -73,11 +74,16 @@ pub(crate) fn decompose(
         // MIG time-slicing nodes next: they hold only their GPUs of one profile and k.
         let mut mig_ts_class: Vec<bool> = vec![false; pa.nodes.len()];
         for (&(q, k), &z) in &c.mig_ts_nodes {
-            let mut want = c.mig_ts.get(&(q, k)).copied().unwrap_or(0);
-            let mut counts = vec![0u8; pool.profiles.len()];
-            if let Some(x) = counts.get_mut(q) {
-                *x = pool.homogeneous.get(q).copied().unwrap_or(0);
+            // The layouts' GPUs, one by one, largest count of `q` first.
+            let mut gpus: Vec<&Vec<u8>> = Vec::new();
+            for (l, &g) in c.mig_ts.get(&(q, k)).into_iter().flatten().enumerate() {
+                if let Some(layout) = pool.layouts.get(l) {
+                    gpus.extend(std::iter::repeat_n(&layout.counts, g as usize));
+                }
             }
+            gpus.sort_by_key(|c| std::cmp::Reverse(c.get(q).copied().unwrap_or(0)));
+            let mut gpus = gpus.into_iter();
+            let mut want = gpus.len();
             let first = next;
             for _ in 0..z {
                 if next >= used_nodes {
@@ -91,8 +97,14 @@ pub(crate) fn decompose(
             let mut gi = 0;
             while want > 0 && first < next && gi < pool.gpn as usize {
                 for node in &mut pa.nodes[first..next] {
-                    if want > 0 {
-                        node.gpus[gi] = Dev::MigTs { q, k, counts: counts.clone(), tenants: Vec::new() };
+                    if let Some(counts) = gpus.next() {
+                        node.gpus[gi] = Dev::MigTs {
+                            q,
+                            k,
+                            counts: counts.clone(),
+                            tenants: Vec::new(),
+                            excl: Vec::new(),
+                        };
                         want -= 1;
                     }
                 }
@@ -200,6 +212,7 @@ pub(crate) fn decompose(
     }
     a.replicas.retain(|_, n| *n > 0);
     // Place the other replicas on the configured devices.
+    let mut items: Vec<(usize, usize, Kind, u32)> = Vec::new();
     for m in model_order(problem) {
         // Time-sliced replicas first: they fit only on the few nodes of their sharing class,
         // which a `spread: node` model's MIG replicas (fitting almost anywhere) must not take.
@@ -210,15 +223,26 @@ pub(crate) fn decompose(
             .map(|(&(_, pi, kind), &n)| (pi, kind, n))
             .collect();
         mine.sort_by_key(|&(pi, kind, _)| (matches!(kind, Kind::Mig(_)), pi, kind));
-        for (pi, kind, n) in mine {
-            for _ in 0..n {
-                if place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
-                    *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
-                } else if !repair {
-                    return None;
-                } else {
-                    deferred.push((m, pi, kind));
-                }
+        items.extend(mine.into_iter().map(|(pi, kind, n)| (m, pi, kind, n)));
+    }
+    // Heavy time-sliced tenants (they fit only next to small enough co-tenants) before all
+    // others, so that the light ones fill the room they leave.
+    let eff = problem.spec.policy.time_slicing_efficiency;
+    items.sort_by_key(|&(m, _, kind, _)| match kind {
+        Kind::TimeSliced(k) => problem
+            .models
+            .get(m)
+            .is_none_or(|x| crate::plan::rules::light_tenant(x.spec.compute, k, eff, 1.0)),
+        _ => true,
+    });
+    for (m, pi, kind, n) in items {
+        for _ in 0..n {
+            if place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
+                *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
+            } else if !repair {
+                return None;
+            } else {
+                deferred.push((m, pi, kind));
             }
         }
     }

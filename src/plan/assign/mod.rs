@@ -19,7 +19,51 @@ use std::collections::BTreeMap;
 
 use crate::plan::layouts;
 use crate::plan::problem::{Kind, Need, Problem};
+use crate::plan::rules::{self, SharedTenant};
 use crate::spec::Spread;
+
+/// Whether the time-sliced whole-GPU tenants of `node` (whose GPUs are shared `k` ways), with
+/// one of model `m` added, may run together. Light tenants alone always may (their options
+/// were admitted against the worst light neighbours). A node with a heavy tenant is a
+/// combined-compute node of the optimiser's model: all its tenants together within the
+/// efficiency (sufficient for the verifier's "any k together"), none of a `spread` model, and
+/// every tenant's latency SLO met with its k − 1 largest co-tenants
+/// ([`rules::shared_tenants_fit`], the verifier's rules).
+pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, k: u32) -> bool {
+    let eff = problem.spec.policy.time_slicing_efficiency;
+    let mut ms: Vec<usize> = node
+        .gpus
+        .iter()
+        .flat_map(|d| match d {
+            Dev::Ts { tenants, .. } => tenants.as_slice(),
+            _ => &[],
+        })
+        .copied()
+        .collect();
+    ms.push(m);
+    let models: Vec<&crate::spec::Model> =
+        ms.iter().filter_map(|&x| problem.models.get(x)).map(|x| x.spec).collect();
+    if models.iter().all(|x| rules::light_tenant(x.compute, k, eff, 1.0)) {
+        return true;
+    }
+    let total: f64 = models.iter().map(|x| x.compute).sum();
+    if total > eff + 1e-9 || models.iter().any(|x| x.spread != Spread::None) {
+        return false;
+    }
+    let Some(gpu) = problem.pools.get(pi).map(|p| p.gpu) else { return false };
+    let mut tenants: Vec<SharedTenant> = Vec::new();
+    for x in &models {
+        // The baseline on this pool's GPU, as the verifier scales it; a refusal fits nowhere.
+        let latency = match x.latency.as_ref().and_then(|l| rules::baseline_ms(l, gpu).map(|b| (l.p99_ms, b)))
+        {
+            None => None,
+            Some((slo, Ok(b))) => Some((slo, b)),
+            Some((_, Err(_))) => return false,
+        };
+        tenants.push(SharedTenant { compute: x.compute, latency });
+    }
+    rules::shared_tenants_fit(&tenants, k, eff, 1.0, None)
+}
 
 /// One GPU's state.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,12 +83,16 @@ pub(crate) enum Dev {
         counts: Vec<u8>,
         tenants: Vec<(usize, usize)>,
     },
-    /// MIG enabled with only instances of profile `q`, each time-sliced with `k` replicas.
+    /// MIG enabled on a node whose instances of profile `q` are all time-sliced with `k`
+    /// replicas (device-plugin sharing is per node and resource): `tenants` share the `q`
+    /// instances (at most `k` per instance), `excl` are (profile, model) on instances of the
+    /// other profiles of the layout, exclusive as on [`Dev::Mig`].
     MigTs {
         q: usize,
         k: u32,
         counts: Vec<u8>,
         tenants: Vec<usize>,
+        excl: Vec<(usize, usize)>,
     },
 }
 
@@ -75,7 +123,10 @@ impl NodeA {
     /// one time-sliced resource at most (one k for whole GPUs; MIG time-slicing nodes hold one
     /// profile), so this is "on the same shared resource".
     pub(crate) fn hosts_shared(&self, m: usize) -> bool {
-        self.gpus.iter().any(|d| matches!(d, Dev::Ts { .. } | Dev::MigTs { .. }) && dev_hosts(d, m))
+        self.gpus.iter().any(|d| match d {
+            Dev::Ts { tenants, .. } | Dev::MigTs { tenants, .. } => tenants.contains(&m),
+            _ => false,
+        })
     }
 
     /// `spread: gpu` on MIG: the device plugin, not gpuplan, picks which instance of a MIG
@@ -85,7 +136,7 @@ impl NodeA {
     pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
         let mut by_model: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for d in &self.gpus {
-            if let Dev::Mig { tenants, .. } = d {
+            if let Dev::Mig { tenants, .. } | Dev::MigTs { excl: tenants, .. } = d {
                 for &(q, m) in tenants {
                     if problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Gpu) {
                         by_model.entry(m).or_default().push(q);
@@ -98,6 +149,10 @@ impl NodeA {
                 .iter()
                 .map(|d| match d {
                     Dev::Mig { counts, .. } => counts.get(q).copied().unwrap_or(0),
+                    // Instances of the shared profile are another resource.
+                    Dev::MigTs { q: shared, counts, .. } if *shared != q => {
+                        counts.get(q).copied().unwrap_or(0)
+                    }
                     _ => 0,
                 })
                 .collect()
@@ -137,7 +192,7 @@ pub(crate) fn dev_hosts(d: &Dev, m: usize) -> bool {
         Dev::Whole { tenant } => *tenant == Some(m),
         Dev::Ts { tenants, .. } => tenants.contains(&m),
         Dev::Mig { tenants, .. } => tenants.iter().any(|&(_, t)| t == m),
-        Dev::MigTs { tenants, .. } => tenants.contains(&m),
+        Dev::MigTs { tenants, excl, .. } => tenants.contains(&m) || excl.iter().any(|&(_, t)| t == m),
     }
 }
 
@@ -261,6 +316,9 @@ pub(crate) fn place(
                     if !node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
                         continue;
                     }
+                    if n.ts_k().is_some_and(|x| x == k) && !ts_room(problem, pi, n, m, k) {
+                        continue;
+                    }
                     if pass == 1 && (n.has_whole() || n.has_mig_ts() || n.ts_k().is_some_and(|x| x != k)) {
                         continue;
                     }
@@ -293,12 +351,13 @@ pub(crate) fn place(
                     continue;
                 }
                 for d in n.gpus.iter_mut() {
-                    if let Dev::MigTs { q: dq, k: dk, counts, tenants } = d
+                    let free = spread == Spread::None || !dev_hosts(d, m);
+                    if let Dev::MigTs { q: dq, k: dk, counts, tenants, .. } = d
                         && *dq == q
                         && *dk == k
                         && (tenants.len() as u64)
                             < u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0))
-                        && (spread == Spread::None || !tenants.contains(&m))
+                        && free
                     {
                         tenants.push(m);
                         return true;
@@ -314,13 +373,20 @@ pub(crate) fn place(
                     break;
                 }
                 for n in pa.nodes.iter_mut().take(limit) {
-                    if !node_ok(n) || n.has_mig_ts() {
+                    if !node_ok(n) {
+                        continue;
+                    }
+                    // On a node that time-slices a MIG profile, only the other profiles'
+                    // instances of its GPUs are exclusive (small programs: the large ones'
+                    // model has none); no other GPU is opened there.
+                    let mig_ts_node = n.has_mig_ts();
+                    if mig_ts_node && !problem.small {
                         continue;
                     }
                     // A change that would let the device plugin put two `spread: gpu` replicas
                     // on one GPU is undone (checked only where such models run on MIG).
-                    let guard =
-                        problem.mig_spread_models && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. }));
+                    let guard = problem.mig_spread_models
+                        && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. } | Dev::MigTs { .. }));
                     let before = guard.then(|| n.clone());
                     for gi in 0..n.gpus.len() {
                         if let Some(b) = &before
@@ -332,8 +398,11 @@ pub(crate) fn place(
                         if !gpu_ok(d) {
                             continue;
                         }
+                        let shared_q = if let Dev::MigTs { q: s, .. } = d { Some(*s) } else { None };
                         let placed = match d {
-                            Dev::Mig { counts, tenants } if pass < 2 => {
+                            Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }
+                                if pass < 2 && shared_q != Some(q) =>
+                            {
                                 let used = tenants.iter().filter(|&&(p, _)| p == q).count();
                                 let have = usize::from(counts.get(q).copied().unwrap_or(0));
                                 if pass == 0 && used < have {
@@ -355,7 +424,7 @@ pub(crate) fn place(
                                     false
                                 }
                             }
-                            Dev::Unused if pass == 2 => {
+                            Dev::Unused if pass == 2 && !mig_ts_node => {
                                 let mut c = vec![0u8; pool.profiles.len()];
                                 if let Some(x) = c.get_mut(q) {
                                     *x = 1;
@@ -404,6 +473,21 @@ fn trim(problem: &Problem<'_>, a: &mut Assignment) {
             let name = p.node_name(ni);
             let current = p.spec.current.iter().find(|n| n.node == name);
             for (gi, d) in node.gpus.iter_mut().enumerate() {
+                if let Dev::MigTs { q, counts, excl, .. } = d {
+                    // The shared profile's instances stay (the device plugin hands them out);
+                    // exclusive ones nobody uses go.
+                    let mut used = vec![0u8; counts.len()];
+                    for &(x, _) in excl.iter() {
+                        if let Some(u) = used.get_mut(x) {
+                            *u += 1;
+                        }
+                    }
+                    if let (Some(u), Some(&c)) = (used.get_mut(*q), counts.get(*q)) {
+                        *u = c;
+                    }
+                    *counts = used;
+                    continue;
+                }
                 let Dev::Mig { counts, tenants } = d else { continue };
                 let kept = current
                     .and_then(|c| c.gpus.get(gi))
@@ -453,4 +537,4 @@ mod search;
 
 pub(crate) use decompose::{PoolCounts, decompose};
 pub(crate) use ffd::{ffd, ffd_reordered};
-pub(crate) use search::{decompose_search, ffd_search};
+pub(crate) use search::{decompose_search, ffd_search, improve};

@@ -69,6 +69,29 @@ pub(crate) fn decompose_search(
     search(problem, &items, cap).ok()
 }
 
+/// Replicas up to which [`improve`] searches.
+const IMPROVE_MAX_REPLICAS: usize = 16;
+
+/// On small inputs (at most [`IMPROVE_MAX_REPLICAS`] replicas), a plan cheaper than `a`, found
+/// by first-fit-decreasing with backtracking over every option of every replica (the
+/// optimiser's model aggregates some node-level rules, e.g. the combined compute of
+/// time-sliced tenants, so its counts may not lay out where another choice of options would),
+/// each run capped below the best cost found so far. `None` when none is found within the step
+/// limit.
+pub(crate) fn improve(problem: &Problem<'_>, a: &Assignment) -> Option<Assignment> {
+    let items: Vec<SearchItem> = ffd_items(problem, true)?.into_iter().map(|(_, m, c)| (m, c)).collect();
+    if items.len() > IMPROVE_MAX_REPLICAS {
+        return None;
+    }
+    let mut best: Option<Assignment> = None;
+    let mut cap = a.cost(problem) - 1e-6;
+    while let Ok(b) = search(problem, &items, cap) {
+        cap = b.cost(problem) - 1e-6;
+        best = Some(b);
+    }
+    best
+}
+
 fn search(problem: &Problem<'_>, items: &[SearchItem], cap: f64) -> Result<Assignment, Stuck> {
     if items.len() > SEARCH_MAX_REPLICAS {
         return Err(Stuck { model: None, proven: false });
@@ -193,13 +216,16 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                         if let Dev::Ts { tenants, .. } = &mut node.gpus[gi] {
                             tenants.push(m);
                         }
-                        push(0, node, &mut out);
+                        if ts_room(problem, pi, n, m, k) {
+                            push(0, node, &mut out);
+                        }
                     }
                 }
                 if let Some(gi) = first_unused
                     && !n.has_whole()
                     && !n.has_mig_ts()
                     && n.ts_k().is_none_or(|x| x == k)
+                    && ts_room(problem, pi, n, m, k)
                 {
                     let mut node = n.clone();
                     node.gpus[gi] = Dev::Ts { k, tenants: vec![m] };
@@ -212,11 +238,11 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                 }
                 let slots = |counts: &[u8]| u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0));
                 for (gi, d) in n.gpus.iter().enumerate() {
-                    if let Dev::MigTs { q: dq, k: dk, counts, tenants } = d
+                    if let Dev::MigTs { q: dq, k: dk, counts, tenants, .. } = d
                         && *dq == q
                         && *dk == k
                         && (tenants.len() as u64) < slots(counts)
-                        && (spread == Spread::None || !tenants.contains(&m))
+                        && (spread == Spread::None || !dev_hosts(d, m))
                     {
                         let mut node = n.clone();
                         if let Dev::MigTs { tenants, .. } = &mut node.gpus[gi] {
@@ -240,23 +266,35 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                         *x = per_gpu;
                     }
                     let mut node = n.clone();
-                    node.gpus[gi] = Dev::MigTs { q, k, counts, tenants: vec![m] };
+                    node.gpus[gi] = Dev::MigTs { q, k, counts, tenants: vec![m], excl: Vec::new() };
                     push(1, node, &mut out);
                 }
             }
             Kind::Mig(q) => {
-                if n.has_mig_ts() {
+                // On a node that time-slices a MIG profile, only the other profiles' instances
+                // of its GPUs are exclusive; no other GPU is opened there.
+                let mig_ts_node = n.has_mig_ts();
+                if mig_ts_node && !problem.small {
                     continue;
                 }
                 for (gi, d) in n.gpus.iter().enumerate() {
-                    let Dev::Mig { counts, tenants } = d else { continue };
-                    if spread != Spread::None && tenants.iter().any(|&(_, t)| t == m) {
+                    let (Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }) = d else {
+                        continue;
+                    };
+                    if matches!(d, Dev::MigTs { q: shared, .. } if *shared == q) {
+                        continue;
+                    }
+                    if spread != Spread::None && dev_hosts(d, m) {
                         continue;
                     }
                     let used = tenants.iter().filter(|&&(p, _)| p == q).count();
                     let have = usize::from(counts.get(q).copied().unwrap_or(0));
                     let mut node = n.clone();
-                    let Dev::Mig { counts: nc, tenants: nt } = &mut node.gpus[gi] else { continue };
+                    let (Dev::Mig { counts: nc, tenants: nt } | Dev::MigTs { counts: nc, excl: nt, .. }) =
+                        &mut node.gpus[gi]
+                    else {
+                        continue;
+                    };
                     if used < have {
                         nt.push((q, m));
                         push(0, node, &mut out);
@@ -272,7 +310,7 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                         }
                     }
                 }
-                if let Some(gi) = first_unused {
+                if let Some(gi) = first_unused.filter(|_| !mig_ts_node) {
                     let mut c = vec![0u8; pool.profiles.len()];
                     if let Some(x) = c.get_mut(q) {
                         *x = 1;
