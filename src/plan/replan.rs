@@ -729,6 +729,11 @@ fn lay_out(
                 if n.has_whole() || !sharing_ok || (spread == Spread::Gpu && n.hosts_shared(m)) {
                     continue;
                 }
+                // The device plugin may put any of the node's shared tenants together on one
+                // GPU: the node's tenants with this one added must pass the verifier's rule.
+                if !assign::ts_room(problem, pi, n, m, k) {
+                    continue;
+                }
                 if let Some(gi) = n.gpus.iter().position(|d| *d == Dev::Unused) {
                     n.gpus[gi] = Dev::Ts { k, tenants: vec![m] };
                     laid_out.insert((pi, ni, gi));

@@ -348,17 +348,17 @@ fn maximal_layouts_of_h100_include_the_known_full_layouts() {
 }
 
 #[test]
-fn enumerating_every_builtin_gpu_is_fast() {
-    let catalog = builtin();
-    let started = std::time::Instant::now();
-    let mut total = 0;
-    for gpu in catalog.iter() {
-        total += layout::enumerate(gpu).len() + layout::maximal(gpu).len();
+fn every_mig_gpu_enumerates_a_maximal_layout_among_its_layouts() {
+    // Timing is the planner benchmark's business, not a test's; this checks the enumeration
+    // of every built-in GPU terminates with consistent results.
+    for gpu in builtin().iter().filter(|g| g.is_mig_capable()) {
+        let all = layout::enumerate(gpu);
+        let maximal = layout::maximal(gpu);
+        assert!(!maximal.is_empty(), "{}: no maximal layout", gpu.id);
+        for m in &maximal {
+            assert!(all.contains(m), "{}: maximal layout {m:?} not enumerated", gpu.id);
+        }
     }
-    let elapsed = started.elapsed();
-    assert!(total > 0);
-    // Measured at about 0.1 s for all 39 GPUs in a debug build; the bound only catches blow-ups.
-    assert!(elapsed.as_secs_f64() < 5.0, "enumeration took {elapsed:?}");
 }
 
 fn mig_gpus() -> Vec<GpuModel> {

@@ -741,33 +741,6 @@ fn random_edit_sequences_keep_the_guarantees() {
 }
 
 #[test]
-fn replanning_takes_at_most_twice_the_from_scratch_time() {
-    let mut replan = Duration::ZERO;
-    let mut scratch = Duration::ZERO;
-    for seed in SEEDS {
-        let d = Dir::new(&format!("time-{seed}"));
-        let fleet = Fleet::random(seed);
-        if compile(&d.0, &fleet, "out", &[]).0 != 0 {
-            continue;
-        }
-        let mut edit = fleet.clone();
-        edit.models[0].replicas += 1;
-        edit.models.pop();
-        let (c1, t1) = compile(&d.0, &edit, "out", &[]);
-        let (c2, t2) = compile(&d.0, &edit, "fresh", &["--from-scratch"]);
-        if c1 == 0 && c2 == 0 {
-            replan += t1;
-            scratch += t2;
-        }
-    }
-    // Summed over the fleets; a process start is part of both.
-    assert!(
-        replan <= scratch * 2 + Duration::from_millis(200),
-        "re-plan {replan:?} vs from scratch {scratch:?}"
-    );
-}
-
-#[test]
 fn a_previous_plan_that_no_longer_matches_is_a_note_not_a_crash() {
     let d = Dir::new("mismatch");
     let fleet = Fleet::random(3);
