@@ -459,9 +459,27 @@ pub fn plan_traced(
             // Exactly the optimiser's counts; else its replica choices by backtracking (small
             // inputs); else its counts with the replicas that find no room placed by first fit.
             let lay_out = |r: &milp::MilpResult| {
-                assign::decompose(&problem, &r.counts, &r.replicas, false)
+                let guarded = assign::decompose(&problem, &r.counts, &r.replicas, false)
                     .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
-                    .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true))
+                    .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
+                // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
+                // yet trimmed (instances no replica will use count), so it defers replicas that
+                // the final layout would take. The counts are laid out once more without it,
+                // and that plan is kept when it is cheaper and every node of its trimmed
+                // layout passes the rule (the verifier's).
+                let unguarded = problem
+                    .mig_spread_models
+                    .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
+                    .and_then(|p| {
+                        assign::decompose(&p, &r.counts, &r.replicas, false)
+                            .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
+                    })
+                    .filter(|a| a.mig_spread_ok(&problem));
+                match (guarded, unguarded) {
+                    (Some(g), Some(u)) if u.cost(&problem) < g.cost(&problem) - 1e-9 => Some(u),
+                    (None, u) => u,
+                    (g, _) => g,
+                }
             };
             let mut decomposed = lay_out(&r);
             if let Some(other) = second.as_ref().and_then(lay_out)

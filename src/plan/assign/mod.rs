@@ -65,6 +65,13 @@ pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, 
     rules::shared_tenants_fit(&tenants, k, eff, 1.0, None)
 }
 
+impl Assignment {
+    /// Whether every node passes the `spread: gpu` rule on MIG ([`NodeA::mig_spread_ok`]).
+    pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
+        self.pools.iter().all(|pa| pa.nodes.iter().all(|n| n.mig_spread_ok(problem)))
+    }
+}
+
 /// One GPU's state.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Dev {
