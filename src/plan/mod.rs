@@ -380,159 +380,230 @@ pub fn plan_traced(
         .zip(problem.unit_price)
         .map(|(r, unit)| (r.cost.max(0.0) * unit * 1e6).round() / 1e6);
     let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
-    // Large programs: first the relaxation's replica choices rounded (what remains is packing,
-    // which the solver does fast); when that is within the large-program gap of the relaxation's
-    // cost, the full program could not do better than its own stopping rule, so it is skipped.
+    // Large programs: the relaxation's choices laid out directly (its device counts rounded,
+    // each model's replicas made whole on its most-used devices, what finds no room placed by
+    // first fit). Within [`RELAXATION_PLAN_GAP`] of the relaxation's cost, no solve is run: it
+    // costs a fraction of a second where the solves take many (microlp on the priced
+    // 10,000-GPU benchmark fleet stops without any plan), and the plan is well inside the
+    // quality target.
     let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
-    let rounded = guide.filter(|_| milp::is_large(&problem)).and_then(|lp| {
-        let pins = round_all(&problem, lp);
-        let mut r = milp::solve(&problem, goal, &pins)
-            .inspect_err(|e| tr!("MILP on the rounded relaxation: {e:?}"))
-            .ok()?;
-        r.optimal = false; // pinned: proves nothing for the full program
-        tr!("MILP on the rounded relaxation: cost {:.3}", r.cost);
-        Some((r, lp.cost))
+    let large = milp::is_large(&problem);
+    let preferred = guide.filter(|_| large).map(|lp| {
+        let mut p = lp.replicas.clone();
+        p.extend(round_all(&problem, lp));
+        p
     });
-    // Otherwise both results are decomposed and the cheaper plan is kept (counts that cost the
-    // same may lay out differently well).
-    let (mut solved, second) = match rounded {
-        Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + 1e-9 => (Ok(r), None),
-        Some((r, _)) => match milp::solve(&problem, goal, &no_pins) {
-            Ok(full) => (Ok(full), Some(r)),
-            Err(_) => (Ok(r), None),
-        },
-        None => (milp::solve(&problem, goal, &no_pins), None),
-    };
-    // When the search stopped early and rate models are involved, also try the LP relaxation's
-    // replica counts rounded (rounding down, then covering the rest with the cheapest device):
-    // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
-    tr!("MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
-    let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
-    if unproven && let Some(relaxed) = &relaxed {
-        let pins = round_rates(&problem, relaxed);
-        if !pins.is_empty()
-            && let Ok(mut alt) = milp::solve(&problem, goal, &pins)
-            && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
-        {
-            alt.optimal = false; // pinned: proves nothing for the full program
-            solved = Ok(alt);
-        }
-    }
-    // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
-    // backtracking version is tried when nothing else gives a plan.
-    let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
-        if let Some((f, order)) = assign::ffd_reordered(&problem) {
-            return Ok((f, format!("{why}; first fit in another order ({order}) found this plan"), true));
-        }
-        match assign::ffd_search(&problem) {
-            Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
-            Err(stuck) => {
-                let mut d = if stuck.proven {
-                    // The optimiser's conditions are necessary only; the search tried everything.
-                    Diagnostic::error(
-                        codes::NO_FEASIBLE_PLAN,
-                        "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
-                    )
-                    .with_help("check spread, isolation and time-slicing settings; more nodes may help")
-                } else {
-                    Diagnostic::error(
-                        codes::PLANNER_FAILED,
-                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
-                    )
-                    .with_help("this is a planner limitation; please report it with the manifest")
-                };
-                if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
-                    d = d.with_note(format!(
-                        "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
-                        mc.name(),
-                        problem::spread_word(mc.spec.spread),
-                        problem::isolation_word(mc.spec.isolation)
+    let relaxation_plan = guide.zip(preferred.as_ref()).and_then(|(lp, pref)| {
+        let a = assign::decompose(&problem, &lp.counts, &exact_totals(&problem, pref), true)?;
+        tr!(
+            "relaxation laid out: {} GPUs, cost {:.3}, {} replica(s) placed by first fit",
+            a.gpus_used(),
+            a.cost(&problem),
+            a.repaired
+        );
+        Some((a, lp.cost))
+    });
+    let early = relaxation_plan.as_ref().filter(|(a, lp)| {
+        a.cost(&problem) <= lp * (1.0 + RELAXATION_PLAN_GAP) + 1e-9
+            && ffd.as_ref().is_none_or(|f| a.cost(&problem) <= f.cost(&problem) + 1e-9)
+    });
+    let mut solver_proved = false;
+    let (assignment, method, searched) = match early {
+        Some((a, _)) => (
+            a.clone(),
+            format!(
+                "the LP relaxation's device choices laid out on nodes, within {:.0}% of the relaxation's cost, so the optimiser was not run (large program; not proven optimal)",
+                RELAXATION_PLAN_GAP * 100.0
+            ),
+            false,
+        ),
+        None => {
+            // Large programs: first the relaxation's replica choices rounded (what remains is packing,
+            // which the solver does fast); when that is within the large-program gap of the relaxation's
+            // cost, the full program could not do better than its own stopping rule, so it is skipped.
+            let rounded = guide.filter(|_| large).and_then(|lp| {
+                let pins = round_all(&problem, lp);
+                let mut r = milp::solve(&problem, goal, &pins)
+                    .inspect_err(|e| tr!("MILP on the rounded relaxation: {e:?}"))
+                    .ok()?;
+                r.optimal = false; // pinned: proves nothing for the full program
+                tr!("MILP on the rounded relaxation: cost {:.3}", r.cost);
+                Some((r, lp.cost))
+            });
+            // Otherwise both results are decomposed and the cheaper plan is kept (counts that cost the
+            // same may lay out differently well).
+            let (mut solved, second) = match rounded {
+                Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + 1e-9 => (Ok(r), None),
+                Some((r, _)) => match milp::solve(&problem, goal, &no_pins) {
+                    Ok(full) => (Ok(full), Some(r)),
+                    Err(_) => (Ok(r), None),
+                },
+                None => (milp::solve(&problem, goal, &no_pins), None),
+            };
+            // When the search stopped early and rate models are involved, also try the LP relaxation's
+            // replica counts rounded (rounding down, then covering the rest with the cheapest device):
+            // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
+            tr!("MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
+            let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
+            if unproven && let Some(relaxed) = &relaxed {
+                let pins = round_rates(&problem, relaxed);
+                if !pins.is_empty()
+                    && let Ok(mut alt) = milp::solve(&problem, goal, &pins)
+                    && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
+                {
+                    alt.optimal = false; // pinned: proves nothing for the full program
+                    solved = Ok(alt);
+                }
+            }
+            // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
+            // backtracking version is tried when nothing else gives a plan.
+            let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
+                if let Some((f, order)) = assign::ffd_reordered(&problem) {
+                    return Ok((
+                        f,
+                        format!("{why}; first fit in another order ({order}) found this plan"),
+                        true,
                     ));
                 }
-                Err(Diagnostics::from_iter([d]))
+                match assign::ffd_search(&problem) {
+                    Ok(f) => Ok((
+                        f,
+                        format!("{why}; first-fit-decreasing with backtracking found this plan"),
+                        true,
+                    )),
+                    Err(stuck) => {
+                        let mut d = if stuck.proven {
+                            // The optimiser's conditions are necessary only; the search tried everything.
+                            Diagnostic::error(
+                            codes::NO_FEASIBLE_PLAN,
+                            "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
+                        )
+                        .with_help("check spread, isolation and time-slicing settings; more nodes may help")
+                        } else {
+                            Diagnostic::error(
+                            codes::PLANNER_FAILED,
+                            "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                        )
+                        .with_help("this is a planner limitation; please report it with the manifest")
+                        };
+                        if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
+                            d = d.with_note(format!(
+                            "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
+                            mc.name(),
+                            problem::spread_word(mc.spec.spread),
+                            problem::isolation_word(mc.spec.isolation)
+                        ));
+                        }
+                        Err(Diagnostics::from_iter([d]))
+                    }
+                }
+            };
+            match (solved, ffd) {
+                (Ok(r), ffd) => {
+                    let optimal = r.optimal;
+                    let r_cost = r.cost;
+                    // Exactly the optimiser's counts; else its replica choices by backtracking (small
+                    // inputs); else its counts with the replicas that find no room placed by first fit.
+                    let lay_out = |r: &milp::MilpResult| {
+                        let guarded = assign::decompose(&problem, &r.counts, &r.replicas, false)
+                            .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
+                            .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
+                        // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
+                        // yet trimmed (instances no replica will use count), so it defers replicas that
+                        // the final layout would take. The counts are laid out once more without it,
+                        // and that plan is kept when it is cheaper and every node of its trimmed
+                        // layout passes the rule (the verifier's).
+                        let unguarded = problem
+                            .mig_spread_models
+                            .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
+                            .and_then(|p| {
+                                assign::decompose(&p, &r.counts, &r.replicas, false)
+                                    .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
+                            })
+                            .filter(|a| a.mig_spread_ok(&problem));
+                        match (guarded, unguarded) {
+                            (Some(g), Some(u)) if u.cost(&problem) < g.cost(&problem) - 1e-9 => Some(u),
+                            (None, u) => u,
+                            (g, _) => g,
+                        }
+                    };
+                    let mut decomposed = lay_out(&r);
+                    if let Some(other) = second.as_ref().and_then(lay_out)
+                        && decomposed.as_ref().is_none_or(|a| other.cost(&problem) < a.cost(&problem) - 1e-9)
+                    {
+                        decomposed = Some(other);
+                    }
+                    tr!(
+                        "decomposition: {:?}",
+                        decomposed.as_ref().map(|a| format!(
+                            "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
+                            a.gpus_used(),
+                            a.cost(&problem),
+                            a.repaired
+                        ))
+                    );
+                    match (decomposed, ffd) {
+                    (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
+                        (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
+                    }
+                    (Some(a), _) => {
+                        let how = if a.repaired > 0 {
+                            format!(
+                                "placed by the MILP optimiser, except {} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed",
+                                a.repaired
+                            )
+                        } else if optimal && (a.cost(&problem) - r_cost).abs() <= 1e-6 {
+                            solver_proved = true;
+                            "placed by the MILP optimiser, which proved it optimal for the planner's model".to_owned()
+                        } else {
+                            format!(
+                                "placed by the MILP optimiser, which did not prove it optimal ({})",
+                                milp::UNPROVEN_WHY
+                            )
+                        };
+                        (a, how, false)
+                    }
+                    (None, Some(f)) => {
+                        (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
+                    }
+                    (None, None) => fallback("the optimiser's counts could not be decomposed to nodes")?,
+                }
+                }
+                (Err(MilpError::Solver(e)), Some(f)) => {
+                    (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"), false)
+                }
+                (Err(MilpError::Infeasible), Some(f)) => (
+                    f,
+                    "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned(),
+                    false,
+                ),
+                (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
+                (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
             }
         }
     };
-    let mut solver_proved = false;
-    let (assignment, method, searched) = match (solved, ffd) {
-        (Ok(r), ffd) => {
-            let optimal = r.optimal;
-            let r_cost = r.cost;
-            // Exactly the optimiser's counts; else its replica choices by backtracking (small
-            // inputs); else its counts with the replicas that find no room placed by first fit.
-            let lay_out = |r: &milp::MilpResult| {
-                let guarded = assign::decompose(&problem, &r.counts, &r.replicas, false)
-                    .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
-                    .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
-                // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
-                // yet trimmed (instances no replica will use count), so it defers replicas that
-                // the final layout would take. The counts are laid out once more without it,
-                // and that plan is kept when it is cheaper and every node of its trimmed
-                // layout passes the rule (the verifier's).
-                let unguarded = problem
-                    .mig_spread_models
-                    .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
-                    .and_then(|p| {
-                        assign::decompose(&p, &r.counts, &r.replicas, false)
-                            .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
-                    })
-                    .filter(|a| a.mig_spread_ok(&problem));
-                match (guarded, unguarded) {
-                    (Some(g), Some(u)) if u.cost(&problem) < g.cost(&problem) - 1e-9 => Some(u),
-                    (None, u) => u,
-                    (g, _) => g,
+    // Large programs whose solve stopped without a plan, or whose plan laid out worse: the
+    // relaxation's choices laid out (above), or first fit guided by them, when cheaper.
+    let (assignment, method) = match preferred.as_ref().filter(|_| early.is_none() && !solver_proved) {
+        Some(pref) => {
+            let guided = assign::ffd_guided(&problem, pref);
+            let laid_out = relaxation_plan.as_ref().map(|(a, _)| a.clone());
+            let best = [
+                (laid_out, "the LP relaxation's device choices laid out on nodes"),
+                (guided, "first fit guided by the LP relaxation's device choices"),
+            ]
+            .into_iter()
+            .filter_map(|(a, how)| a.map(|a| (a, how)))
+            .min_by(|x, y| x.0.cost(&problem).total_cmp(&y.0.cost(&problem)));
+            match best {
+                Some((g, how)) if g.cost(&problem) < assignment.cost(&problem) - 1e-9 => {
+                    tr!("{how}: {} GPUs, cost {:.3}", g.gpus_used(), g.cost(&problem));
+                    (g, format!("{method}; {how} then gave a cheaper plan, this one (not proven optimal)"))
                 }
-            };
-            let mut decomposed = lay_out(&r);
-            if let Some(other) = second.as_ref().and_then(lay_out)
-                && decomposed.as_ref().is_none_or(|a| other.cost(&problem) < a.cost(&problem) - 1e-9)
-            {
-                decomposed = Some(other);
-            }
-            tr!(
-                "decomposition: {:?}",
-                decomposed.as_ref().map(|a| format!(
-                    "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
-                    a.gpus_used(),
-                    a.cost(&problem),
-                    a.repaired
-                ))
-            );
-            match (decomposed, ffd) {
-                (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
-                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
-                }
-                (Some(a), _) => {
-                    let how = if a.repaired > 0 {
-                        format!(
-                            "placed by the MILP optimiser, except {} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed",
-                            a.repaired
-                        )
-                    } else if optimal && (a.cost(&problem) - r_cost).abs() <= 1e-6 {
-                        solver_proved = true;
-                        "placed by the MILP optimiser, which proved it optimal for the planner's model".to_owned()
-                    } else {
-                        format!(
-                            "placed by the MILP optimiser, which did not prove it optimal ({})",
-                            milp::UNPROVEN_WHY
-                        )
-                    };
-                    (a, how, false)
-                }
-                (None, Some(f)) => {
-                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
-                }
-                (None, None) => fallback("the optimiser's counts could not be decomposed to nodes")?,
+                _ => (assignment, method),
             }
         }
-        (Err(MilpError::Solver(e)), Some(f)) => {
-            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"), false)
-        }
-        (Err(MilpError::Infeasible), Some(f)) => {
-            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned(), false)
-        }
-        (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
-        (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
+        None => (assignment, method),
     };
     // Small inputs: an exhaustive search may find a cheaper plan than the optimiser's counts
     // laid out (their model aggregates some node-level rules).
@@ -606,6 +677,60 @@ fn round_all(problem: &problem::Problem<'_>, relaxed: &milp::MilpResult) -> milp
         }
     }
     pins
+}
+
+/// Relative gap to the LP relaxation's cost within which a large program's relaxation laid out
+/// on nodes is kept without running the optimiser (half the 2% quality target of DESIGN.md).
+const RELAXATION_PLAN_GAP: f64 = 0.01;
+
+/// Replica counts per (model, pool, kind) that serve exactly each fixed-demand model's
+/// replicas: `preferred` trimmed from its least-used options, or topped up on its most-used
+/// one (else its smallest option). Rate models keep their counts.
+fn exact_totals(problem: &problem::Problem<'_>, preferred: &milp::Pins) -> milp::Pins {
+    let mut out = milp::Pins::new();
+    for (mi, mc) in problem.models.iter().enumerate() {
+        let mut mine: Vec<((usize, problem::Kind), u32)> = preferred
+            .range((mi, 0, problem::Kind::Whole(0))..)
+            .take_while(|((m, ..), _)| *m == mi)
+            .map(|(&(_, pi, kind), &n)| ((pi, kind), n))
+            .filter(|&((pi, kind), n)| n > 0 && mc.options.iter().any(|o| o.pool == pi && o.kind == kind))
+            .collect();
+        if let problem::Need::Replicas(n) = mc.need {
+            mine.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+            let mut total: u32 = mine.iter().map(|x| x.1).sum();
+            while total > n {
+                if let Some(last) = mine.iter_mut().rev().find(|x| x.1 > 0) {
+                    last.1 -= 1;
+                    total -= 1;
+                } else {
+                    break;
+                }
+            }
+            if total < n {
+                match mine.first_mut() {
+                    Some(first) => first.1 += n - total,
+                    None => {
+                        let smallest = mc
+                            .options
+                            .iter()
+                            .filter(|o| !matches!(o.kind, problem::Kind::MigTs(..)))
+                            .min_by(|x, y| {
+                                x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind))
+                            });
+                        if let Some(o) = smallest {
+                            mine.push(((o.pool, o.kind), n - total));
+                        }
+                    }
+                }
+            }
+        }
+        for ((pi, kind), n) in mine {
+            if n > 0 {
+                out.insert((mi, pi, kind), n);
+            }
+        }
+    }
+    out
 }
 
 /// Rounds the LP relaxation's replicas of every rate model: each option's count rounded down,

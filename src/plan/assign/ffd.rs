@@ -129,3 +129,66 @@ pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'stat
     }
     None
 }
+
+/// A preferred (pool, kind) and the replicas still to give it.
+type Preferred = ((usize, Kind), u32);
+
+/// First fit guided by device choices (the LP relaxation's, rounded): each model's replicas
+/// take the preferred (pool, kind) counts in `preferred` first, the most-used option first,
+/// then any replica left over takes the model's own first-fit choices. Each replica falls back
+/// to the model's other options, so this places whatever [`ffd`] places when the preferred
+/// devices are full. Replicas go largest first (by their first choice's GPU share), to the
+/// first device with room. For large programs whose solve stops without a plan: the
+/// relaxation knows which GPU types are worth their price, first fit then only packs.
+pub(crate) fn ffd_guided(
+    problem: &Problem<'_>,
+    preferred: &BTreeMap<(usize, usize, Kind), u32>,
+) -> Option<Assignment> {
+    let base = ffd_items(problem, false)?;
+    let size_of = |m: usize, pi: usize, kind: Kind| {
+        problem
+            .models
+            .get(m)
+            .and_then(|mc| mc.options.iter().find(|o| o.pool == pi && o.kind == kind))
+            .map(|o| o.size)
+    };
+    // Per model: its preferred options, most replicas first (ties in option order).
+    let mut wanted: BTreeMap<usize, Vec<Preferred>> = BTreeMap::new();
+    for (&(m, pi, kind), &n) in preferred {
+        // Rate models keep their own replica count and devices (a slower preferred device
+        // would leave requests unserved).
+        let fixed = problem.models.get(m).is_some_and(|mc| matches!(mc.need, Need::Replicas(_)));
+        if n > 0 && fixed && size_of(m, pi, kind).is_some() {
+            wanted.entry(m).or_default().push(((pi, kind), n));
+        }
+    }
+    for v in wanted.values_mut() {
+        v.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    }
+    let mut items: Vec<Item> = Vec::with_capacity(base.len());
+    for (size, m, choices) in base {
+        let first = wanted.get_mut(&m).and_then(|v| {
+            let slot = v.iter_mut().find(|(_, n)| *n > 0)?;
+            slot.1 -= 1;
+            Some(slot.0)
+        });
+        match first {
+            Some((pi, kind)) => {
+                let mut c = vec![(pi, kind)];
+                c.extend(choices.iter().copied().filter(|&x| x != (pi, kind)));
+                items.push((size_of(m, pi, kind).unwrap_or(size), m, c));
+            }
+            None => items.push((size, m, choices)),
+        }
+    }
+    // Stable: larger first; equal sizes keep the model order.
+    items.sort_by(|x, y| y.0.total_cmp(&x.0));
+    let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
+    for (_, m, choices) in items {
+        if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
+            return None;
+        }
+    }
+    trim(problem, &mut a);
+    Some(a)
+}

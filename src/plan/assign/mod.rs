@@ -548,5 +548,5 @@ mod ffd;
 mod search;
 
 pub(crate) use decompose::{PoolCounts, decompose};
-pub(crate) use ffd::{ffd, ffd_reordered};
+pub(crate) use ffd::{ffd, ffd_guided, ffd_reordered};
 pub(crate) use search::{decompose_search, ffd_search, improve};
