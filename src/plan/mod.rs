@@ -464,9 +464,11 @@ pub fn plan_traced(
                     .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
                 // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
                 // yet trimmed (instances no replica will use count), so it defers replicas that
-                // the final layout would take. The counts are laid out once more without it,
-                // and that plan is kept when it is cheaper and every node of its trimmed
-                // layout passes the rule (the verifier's).
+                // the final layout would take. The counts are laid out once more without it;
+                // where that layout breaks the rule, replicas trade instances (same cost, each
+                // keeps an option of its model) until no node does, and that plan is kept when
+                // it is cheaper and every node of its trimmed layout passes the rule (the
+                // verifier's).
                 let unguarded = problem
                     .mig_spread_models
                     .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
@@ -474,7 +476,11 @@ pub fn plan_traced(
                         assign::decompose(&p, &r.counts, &r.replicas, false)
                             .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
                     })
-                    .filter(|a| a.mig_spread_ok(&problem));
+                    .and_then(|mut a| {
+                        let ok = assign::untangle_mig_spread(&problem, &mut a)
+                            || assign::replace_mig_spread(&problem, &mut a);
+                        ok.then_some(a)
+                    });
                 match (guarded, unguarded) {
                     (Some(g), Some(u)) if u.cost(&problem) < g.cost(&problem) - 1e-9 => Some(u),
                     (None, u) => u,
