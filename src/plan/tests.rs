@@ -307,3 +307,54 @@ fn replacing_moves_what_no_trade_can_untangle() {
     assert_eq!(a.replicas.get(&(0, 0, Kind::Mig(0))), Some(&2));
     assert_eq!(a.repaired, 1);
 }
+/// The docs' example (docs/planner.md, "Limits" before the MILP modelled it): one node of 4
+/// A100s, two `spread: gpu` replicas (`s`) and two others (`o`), each needing a `3g.40gb`
+/// instance. On `3g`+`3g` GPUs the device plugin may hand both `s` replicas the two instances
+/// of one GPU; `4g`+`3g` on two GPUs serves all four with one `3g` per GPU. The optimiser's
+/// counts must lay out exactly with the rule enforced (before: `3g`+`3g` layouts, which the
+/// decomposition could not lay out, and the small-input search had to find the plan).
+fn docs_example() -> crate::spec::Spec {
+    let mut s = crate::bench::model("s", 30 * 1024, 0.3, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let o = crate::bench::model("o", 30 * 1024, 0.3, 2);
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 4, vec!["n1".to_owned()]);
+    crate::bench::spec("t", vec![pool], vec![s, o])
+}
+
+/// The MILP's same-profile condition: with both `s` replicas on `3g.40gb`, the node may hold no
+/// GPU with two `3g` instances, so the counts lay out exactly (before: `3g`+`3g` twice).
+#[test]
+fn the_optimisers_counts_for_spread_gpu_replicas_on_one_profile_lay_out() {
+    use crate::plan::problem::Kind;
+    let spec = docs_example();
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let s = problem.models.iter().position(|m| m.name() == "s").expect("model s");
+    let three_g = problem.pools[0].profiles.iter().position(|p| p.name == "3g.40gb").expect("3g.40gb");
+    let pins = [((s, 0, Kind::Mig(three_g)), 2)].into_iter().collect();
+    let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
+    let r = crate::plan::milp::solve(&problem, goal, &pins).expect("solves");
+    assert!((r.cost - 2.0).abs() < 1e-9, "cost {}", r.cost);
+    let a = crate::plan::assign::decompose(&problem, &r.counts, &r.replicas, false);
+    assert!(
+        a.is_some_and(|a| a.gpus_used() == 2),
+        "the counts do not lay out: {:?} {:?}",
+        r.replicas,
+        r.counts
+    );
+}
+
+#[test]
+fn spread_gpu_replicas_on_one_node_plan_on_two_gpus() {
+    let spec = docs_example();
+    let catalog = Catalog::builtin();
+    let plan = crate::plan::plan(&spec, &catalog).expect("plans");
+    let violations = crate::verify::check(&spec, &catalog, &plan);
+    assert!(violations.is_empty(), "{violations:?}");
+    assert_eq!(plan.quality.gpus_used, 2, "{:?}", plan.pools);
+    let reasons: Vec<&String> = plan.models.iter().flat_map(|m| &m.reasons).collect();
+    assert!(
+        reasons.iter().all(|r| !r.contains("first fit placed") && !r.contains("exhaustive")),
+        "{reasons:?}"
+    );
+}
