@@ -135,12 +135,17 @@ impl NodeA {
     /// (two of it when the profiles are equal). The same rule as the verifier's, judged on the
     /// layouts as they are (the verifier sees them trimmed: `trim`).
     pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
-        self.mig_spread_clashes(problem) == 0
+        self.clashes(problem, true) == 0
     }
 
     /// How many pairs of replicas of one `spread: gpu` model break the rule of
     /// [`NodeA::mig_spread_ok`] on this node.
     pub(crate) fn mig_spread_clashes(&self, problem: &Problem<'_>) -> usize {
+        self.clashes(problem, false)
+    }
+
+    /// The clashing pairs, or only whether there is one (`first`: 0 or 1).
+    fn clashes(&self, problem: &Problem<'_>, first: bool) -> usize {
         let mut by_model: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for d in &self.gpus {
             if let Dev::Mig { tenants, .. } | Dev::MigTs { excl: tenants, .. } = d {
@@ -174,6 +179,9 @@ impl NodeA {
                     let (ca, cb) = (count(a), count(b));
                     if ca.iter().zip(&cb).any(|(&x, &y)| if a == b { x >= 2 } else { x >= 1 && y >= 1 }) {
                         clashes += 1;
+                        if first {
+                            return clashes;
+                        }
                     }
                 }
             }
