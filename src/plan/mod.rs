@@ -510,9 +510,11 @@ pub fn plan_traced(
                             .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
                         // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
                         // yet trimmed (instances no replica will use count), so it defers replicas that
-                        // the final layout would take. The counts are laid out once more without it,
-                        // and that plan is kept when it is cheaper and every node of its trimmed
-                        // layout passes the rule (the verifier's).
+                        // the final layout would take. The counts are laid out once more without it;
+                        // where that layout breaks the rule, replicas trade instances (same cost, each
+                        // keeps an option of its model) until no node does, and that plan is kept when
+                        // it is cheaper and every node of its trimmed layout passes the rule (the
+                        // verifier's).
                         let unguarded = problem
                             .mig_spread_models
                             .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
@@ -520,7 +522,11 @@ pub fn plan_traced(
                                 assign::decompose(&p, &r.counts, &r.replicas, false)
                                     .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
                             })
-                            .filter(|a| a.mig_spread_ok(&problem));
+                            .and_then(|mut a| {
+                                let ok = assign::untangle_mig_spread(&problem, &mut a)
+                                    || assign::replace_mig_spread(&problem, &mut a);
+                                ok.then_some(a)
+                            });
                         match (guarded, unguarded) {
                             (Some(g), Some(u)) if u.cost(&problem) < g.cost(&problem) - 1e-9 => Some(u),
                             (None, u) => u,
@@ -532,6 +538,27 @@ pub fn plan_traced(
                         && decomposed.as_ref().is_none_or(|a| other.cost(&problem) < a.cost(&problem) - 1e-9)
                     {
                         decomposed = Some(other);
+                    }
+                    // `spread: gpu` on MIG: the optimiser may give such a model instances of two
+                    // profiles that share GPUs, which no node can hold both of (its conditions are
+                    // necessary only). When the lay-out lost against the counts, the program is solved
+                    // again with each such model's MIG replicas of a pool on one profile, and that plan
+                    // is kept when it lays out cheaper.
+                    if problem.mig_spread_models
+                        && !large
+                        && decomposed
+                            .as_ref()
+                            .is_none_or(|a| a.repaired > 0 || a.cost(&problem) > r_cost + 1e-9)
+                        && let Some(pins) = one_spread_profile(&problem, &r.replicas)
+                        && let Ok(mut alt) = milp::solve(&problem, goal, &pins)
+                    {
+                        alt.optimal = false; // pinned: proves nothing for the full program
+                        tr!("MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
+                        if let Some(b) = lay_out(&alt)
+                            && decomposed.as_ref().is_none_or(|a| b.cost(&problem) < a.cost(&problem) - 1e-9)
+                        {
+                            decomposed = Some(b);
+                        }
                     }
                     tr!(
                         "decomposition: {:?}",
@@ -641,6 +668,50 @@ pub fn plan_traced(
     };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// Pins for a second solve when the optimiser gave a `spread: gpu` model (fixed demand) MIG
+/// instances of several profiles in one pool: there, all its MIG replicas on the profile with
+/// the most of them (ties: the first option); its other choices as they were. Other models
+/// stay free. `None` when no model mixes profiles.
+fn one_spread_profile(
+    problem: &problem::Problem<'_>,
+    replicas: &BTreeMap<(usize, usize, problem::Kind), u32>,
+) -> Option<milp::Pins> {
+    let mut pins = milp::Pins::new();
+    let mut mixed = false;
+    for (mi, mc) in problem.models.iter().enumerate() {
+        if mc.spec.spread != crate::spec::Spread::Gpu || !matches!(mc.need, problem::Need::Replicas(_)) {
+            continue;
+        }
+        let mut mine: Vec<(usize, problem::Kind, u32)> = mc
+            .options
+            .iter()
+            .filter_map(|o| replicas.get(&(mi, o.pool, o.kind)).map(|&n| (o.pool, o.kind, n)))
+            .filter(|x| x.2 > 0)
+            .collect();
+        let mut this = false;
+        for pi in 0..problem.pools.len() {
+            let mig: Vec<usize> = (0..mine.len())
+                .filter(|&i| mine[i].0 == pi && matches!(mine[i].1, problem::Kind::Mig(_)))
+                .collect();
+            let Some(&best) = mig.iter().max_by(|&&a, &&b| mine[a].2.cmp(&mine[b].2).then(b.cmp(&a))) else {
+                continue;
+            };
+            if mig.len() > 1 {
+                this = true;
+                let total = mig.iter().map(|&i| mine[i].2).sum();
+                for &i in &mig {
+                    mine[i].2 = if i == best { total } else { 0 };
+                }
+            }
+        }
+        if this {
+            mixed = true;
+            pins.extend(mine.into_iter().filter(|x| x.2 > 0).map(|(p, k, n)| ((mi, p, k), n)));
+        }
+    }
+    mixed.then_some(pins)
 }
 
 /// Rounds the LP relaxation's replicas of every single-model column (rate and spread models):

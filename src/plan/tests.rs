@@ -235,3 +235,126 @@ proptest::proptest! {
         }
     }
 }
+
+/// `fleet-100-priced` (HiGHS): the optimiser's counts laid out without the placement-time
+/// check put a `spread: gpu` model on `1g.10gb` and `2g.20gb` instances of one node where a GPU
+/// holds one of each (the device plugin may then hand both replicas that GPU). Trading the
+/// `2g.20gb` replica's instance with another model's `1g.20gb` one keeps every layout and the
+/// cost, and the node passes the rule.
+#[test]
+fn untangling_trades_instances_until_spread_gpu_replicas_cannot_share_a_gpu() {
+    use crate::plan::assign::{Assignment, Dev, NodeA, PoolA, untangle_mig_spread};
+    use crate::plan::problem::Kind;
+    let mut s = crate::bench::model("s", 4 * 1024, 0.1, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let x = crate::bench::model("x", 15 * 1024, 0.1, 2);
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned()]);
+    let spec = crate::bench::spec("t", vec![pool], vec![s, x]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let names: Vec<&str> = problem.pools[0].profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names[..3], ["1g.10gb", "1g.20gb", "2g.20gb"]);
+    // Models by name: 0 = s, 1 = x. GPU 0: 1g.10gb (s) + 2g.20gb (x); GPU 1: 1g.20gb (x) + 2g.20gb (s).
+    let mig = |counts: [u8; 5], tenants: Vec<(usize, usize)>| Dev::Mig { counts: counts.to_vec(), tenants };
+    let node = NodeA {
+        gpus: vec![mig([1, 0, 1, 0, 0], vec![(0, 0), (2, 1)]), mig([0, 1, 1, 0, 0], vec![(2, 0), (1, 1)])],
+    };
+    assert_eq!(node.mig_spread_clashes(&problem), 1);
+    let replicas = [(0, Kind::Mig(0)), (0, Kind::Mig(2)), (1, Kind::Mig(1)), (1, Kind::Mig(2))]
+        .into_iter()
+        .map(|(m, kind)| ((m, 0, kind), 1))
+        .collect();
+    let mut a = Assignment { pools: vec![PoolA { nodes: vec![node] }], replicas, repaired: 0 };
+    assert!(untangle_mig_spread(&problem, &mut a));
+    let node = &a.pools[0].nodes[0];
+    assert!(node.mig_spread_ok(&problem));
+    assert_eq!(
+        node.gpus,
+        [mig([1, 0, 1, 0, 0], vec![(0, 0), (2, 1)]), mig([0, 1, 1, 0, 0], vec![(2, 1), (1, 0)])],
+        "same layouts, `s` on the 1g.20gb instance"
+    );
+    let want: std::collections::BTreeMap<_, _> =
+        [((0, 0, Kind::Mig(0)), 1), ((0, 0, Kind::Mig(1)), 1), ((1, 0, Kind::Mig(2)), 2)]
+            .into_iter()
+            .collect();
+    assert_eq!(a.replicas, want);
+}
+
+/// When no trade helps (two replicas of one `spread: gpu` model on a GPU with two `1g.10gb`
+/// instances, nothing else to trade with), one replica is taken off and placed again by first
+/// fit with the rule enforced: on the other node's GPU.
+#[test]
+fn replacing_moves_what_no_trade_can_untangle() {
+    use crate::plan::assign::{Assignment, Dev, NodeA, PoolA, replace_mig_spread, untangle_mig_spread};
+    use crate::plan::problem::Kind;
+    let mut s = crate::bench::model("s", 4 * 1024, 0.1, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 1, vec!["n1".to_owned(), "n2".to_owned()]);
+    let spec = crate::bench::spec("t", vec![pool], vec![s]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let mig = |counts: [u8; 5], tenants: Vec<(usize, usize)>| Dev::Mig { counts: counts.to_vec(), tenants };
+    let nodes = vec![
+        NodeA { gpus: vec![mig([2, 0, 0, 0, 0], vec![(0, 0), (0, 0)])] },
+        NodeA { gpus: vec![Dev::Unused] },
+    ];
+    let replicas = [((0, 0, Kind::Mig(0)), 2)].into_iter().collect();
+    let mut a = Assignment { pools: vec![PoolA { nodes }], replicas, repaired: 0 };
+    assert!(!untangle_mig_spread(&problem, &mut a));
+    assert!(replace_mig_spread(&problem, &mut a));
+    let gpus: Vec<&Dev> = a.pools[0].nodes.iter().flat_map(|n| &n.gpus).collect();
+    assert_eq!(gpus, [&mig([1, 0, 0, 0, 0], vec![(0, 0)]), &mig([1, 0, 0, 0, 0], vec![(0, 0)])]);
+    assert_eq!(a.replicas.get(&(0, 0, Kind::Mig(0))), Some(&2));
+    assert_eq!(a.repaired, 1);
+}
+/// The docs' example (docs/planner.md, "Limits" before the MILP modelled it): one node of 4
+/// A100s, two `spread: gpu` replicas (`s`) and two others (`o`), each needing a `3g.40gb`
+/// instance. On `3g`+`3g` GPUs the device plugin may hand both `s` replicas the two instances
+/// of one GPU; `4g`+`3g` on two GPUs serves all four with one `3g` per GPU. The optimiser's
+/// counts must lay out exactly with the rule enforced (before: `3g`+`3g` layouts, which the
+/// decomposition could not lay out, and the small-input search had to find the plan).
+fn docs_example() -> crate::spec::Spec {
+    let mut s = crate::bench::model("s", 30 * 1024, 0.3, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let o = crate::bench::model("o", 30 * 1024, 0.3, 2);
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 4, vec!["n1".to_owned()]);
+    crate::bench::spec("t", vec![pool], vec![s, o])
+}
+
+/// The MILP's same-profile condition: with both `s` replicas on `3g.40gb`, the node may hold no
+/// GPU with two `3g` instances, so the counts lay out exactly (before: `3g`+`3g` twice).
+#[test]
+fn the_optimisers_counts_for_spread_gpu_replicas_on_one_profile_lay_out() {
+    use crate::plan::problem::Kind;
+    let spec = docs_example();
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let s = problem.models.iter().position(|m| m.name() == "s").expect("model s");
+    let three_g = problem.pools[0].profiles.iter().position(|p| p.name == "3g.40gb").expect("3g.40gb");
+    let pins = [((s, 0, Kind::Mig(three_g)), 2)].into_iter().collect();
+    let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
+    let r = crate::plan::milp::solve(&problem, goal, &pins).expect("solves");
+    assert!((r.cost - 2.0).abs() < 1e-9, "cost {}", r.cost);
+    let a = crate::plan::assign::decompose(&problem, &r.counts, &r.replicas, false);
+    assert!(
+        a.is_some_and(|a| a.gpus_used() == 2),
+        "the counts do not lay out: {:?} {:?}",
+        r.replicas,
+        r.counts
+    );
+}
+
+#[test]
+fn spread_gpu_replicas_on_one_node_plan_on_two_gpus() {
+    let spec = docs_example();
+    let catalog = Catalog::builtin();
+    let plan = crate::plan::plan(&spec, &catalog).expect("plans");
+    let violations = crate::verify::check(&spec, &catalog, &plan);
+    assert!(violations.is_empty(), "{violations:?}");
+    assert_eq!(plan.quality.gpus_used, 2, "{:?}", plan.pools);
+    let reasons: Vec<&String> = plan.models.iter().flat_map(|m| &m.reasons).collect();
+    assert!(
+        reasons.iter().all(|r| !r.contains("first fit placed") && !r.contains("exhaustive")),
+        "{reasons:?}"
+    );
+}

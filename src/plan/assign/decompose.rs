@@ -250,8 +250,19 @@ pub(crate) fn decompose(
     // choice or the model's other options (smallest first) on a configured device with room,
     // else on a grown one (extended layout, new GPU, new node).
     a.repaired = u32::try_from(deferred.len()).unwrap_or(u32::MAX);
+    if !place_deferred(problem, &mut a, deferred) {
+        return None;
+    }
+    trim(problem, &mut a);
+    Some(a)
+}
+
+/// Places each of `deferred` (model, pool, kind) where first fit puts it: that choice or the
+/// model's other options (smallest first) on a configured device with room, else on a grown
+/// one (extended layout, new GPU, new node). Returns whether every one found a place.
+fn place_deferred(problem: &Problem<'_>, a: &mut Assignment, deferred: Vec<(usize, usize, Kind)>) -> bool {
     for (m, pi, kind) in deferred {
-        let mc = problem.models.get(m)?;
+        let Some(mc) = problem.models.get(m) else { return false };
         let mut others: Vec<&crate::plan::problem::Opt> =
             mc.options.iter().filter(|o| (o.pool, o.kind) != (pi, kind)).collect();
         others.sort_by(|x, y| x.size.total_cmp(&y.size).then(x.pool.cmp(&y.pool)).then(x.kind.cmp(&y.kind)));
@@ -260,12 +271,11 @@ pub(crate) fn decompose(
         let attempts = [Mode::Fixed, Mode::Grow]
             .into_iter()
             .flat_map(|mode| choices.iter().map(move |&(p, k)| (p, k, mode)));
-        if !place_first(problem, &mut a, m, attempts) {
-            return None;
+        if !place_first(problem, a, m, attempts) {
+            return false;
         }
     }
-    trim(problem, &mut a);
-    Some(a)
+    true
 }
 
 /// Puts `dev` on the first unused GPU of the eligible node with the most unused GPUs (the
@@ -281,4 +291,198 @@ fn deal(nodes: &mut [NodeA], eligible: impl Fn(usize) -> bool, dev: Dev) -> bool
     };
     *d = dev;
     true
+}
+
+/// Trades places between replicas so that no node breaks the `spread: gpu` rule on MIG (the
+/// device plugin could hand two replicas of such a model instances of one GPU:
+/// [`NodeA::mig_spread_ok`]), for an assignment whose layouts are final (trimmed). A replica of
+/// a `spread: gpu` model on a node that breaks the rule trades its instance with a replica of a
+/// model without `spread: gpu`: on an instance of the same profile on another node of the pool,
+/// or, when both models have fixed replica counts and each has the other's profile among its
+/// options, on an instance of another profile of any node of the pool (the spread replica then
+/// asks for another resource, which may clash with none of its model's others). Every GPU keeps
+/// its layout, so the cost does not change; every replica keeps an admissible option of its
+/// model. A trade is made only when it lowers the pool's count of clashing pairs, so this ends.
+/// Returns whether every node passes the rule afterwards.
+pub(crate) fn untangle_mig_spread(problem: &Problem<'_>, a: &mut Assignment) -> bool {
+    let spread_of = |m: usize| problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+    // Whether model `m` may be served by a `q` instance of pool `pi` (fixed demand only: a rate
+    // model's coverage depends on its options).
+    let may = |m: usize, pi: usize, q: usize| {
+        problem.models.get(m).is_some_and(|x| {
+            matches!(x.need, Need::Replicas(_))
+                && x.options.iter().any(|o| o.pool == pi && o.kind == Kind::Mig(q))
+        })
+    };
+    let mut ok = true;
+    for (pi, pa) in a.pools.iter_mut().enumerate() {
+        let mut clashes: Vec<usize> = pa.nodes.iter().map(|n| n.mig_spread_clashes(problem)).collect();
+        let mut trades: Vec<((usize, Kind), (usize, Kind))> = Vec::new();
+        'trade: loop {
+            for n in 0..pa.nodes.len() {
+                if clashes[n] == 0 {
+                    continue;
+                }
+                // Each `spread: gpu` replica of the node, in GPU and instance order.
+                let mine: Vec<(usize, usize, usize, usize)> = pa.nodes[n]
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(gi, d)| match d {
+                        Dev::Mig { tenants, .. } => tenants
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, t)| spread_of(t.1) == Spread::Gpu)
+                            .map(|(ti, &(q, m))| (gi, ti, q, m))
+                            .collect(),
+                        _ => Vec::new(),
+                    })
+                    .collect();
+                // Same profile first (no option changes), then other profiles.
+                for same in [true, false] {
+                    for &(gi, ti, q, m) in &mine {
+                        // The node itself first (another profile only), then the others.
+                        let order = std::iter::once(n).chain((0..pa.nodes.len()).filter(|&x| x != n));
+                        for n2 in order {
+                            if same && n2 == n {
+                                continue;
+                            }
+                            for (gj, d) in pa.nodes[n2].gpus.iter().enumerate() {
+                                let Dev::Mig { tenants, .. } = d else { continue };
+                                // `m` must not get a second instance of one GPU.
+                                if (n2, gj) != (n, gi) && dev_hosts(d, m) {
+                                    continue;
+                                }
+                                for (tj, &(q2, x)) in tenants.iter().enumerate() {
+                                    // `x` goes to GPU `gi` of node `n`.
+                                    let movable = match spread_of(x) {
+                                        Spread::None => true,
+                                        Spread::Node => n2 == n || !pa.nodes[n].hosts(x),
+                                        Spread::Gpu => {
+                                            (n2, gj) == (n, gi) || !dev_hosts(&pa.nodes[n].gpus[gi], x)
+                                        }
+                                    };
+                                    let fits = if same {
+                                        q2 == q
+                                    } else {
+                                        q2 != q && may(m, pi, q2) && may(x, pi, q)
+                                    };
+                                    if x == m || !movable || !fits {
+                                        continue;
+                                    }
+                                    let mut nodes = vec![pa.nodes[n].clone()];
+                                    if n2 != n {
+                                        nodes.push(pa.nodes[n2].clone());
+                                    }
+                                    let set =
+                                        |nodes: &mut Vec<NodeA>,
+                                         k: usize,
+                                         g: usize,
+                                         t: usize,
+                                         v: (usize, usize)| {
+                                            if let Some(Dev::Mig { tenants, .. }) = nodes[k].gpus.get_mut(g) {
+                                                tenants[t] = v;
+                                            }
+                                        };
+                                    let k2 = usize::from(n2 != n);
+                                    set(&mut nodes, 0, gi, ti, (q, x));
+                                    set(&mut nodes, k2, gj, tj, (q2, m));
+                                    let before = clashes[n] + if n2 != n { clashes[n2] } else { 0 };
+                                    let after: usize =
+                                        nodes.iter().map(|x| x.mig_spread_clashes(problem)).sum();
+                                    if after >= before {
+                                        continue;
+                                    }
+                                    clashes[n] = nodes[0].mig_spread_clashes(problem);
+                                    if n2 != n {
+                                        clashes[n2] = nodes[1].mig_spread_clashes(problem);
+                                    }
+                                    let mut it = nodes.into_iter();
+                                    if let Some(x) = it.next() {
+                                        pa.nodes[n] = x;
+                                    }
+                                    if let Some(x) = it.next() {
+                                        pa.nodes[n2] = x;
+                                    }
+                                    if q2 != q {
+                                        trades.push(((m, Kind::Mig(q)), (m, Kind::Mig(q2))));
+                                        trades.push(((x, Kind::Mig(q2)), (x, Kind::Mig(q))));
+                                    }
+                                    continue 'trade;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            break;
+        }
+        for ((m, from), (_, to)) in trades {
+            if let Some(c) = a.replicas.get_mut(&(m, pi, from)) {
+                *c -= 1;
+            }
+            *a.replicas.entry((m, pi, to)).or_insert(0) += 1;
+        }
+        a.replicas.retain(|_, c| *c > 0);
+        ok &= clashes.iter().all(|&c| c == 0);
+    }
+    ok
+}
+
+/// For an assignment that [`untangle_mig_spread`] left with nodes breaking the `spread: gpu`
+/// rule on MIG: on each such node, replicas of `spread: gpu` models are taken off (the one
+/// whose removal ends the most clashing pairs first) until the node passes, then placed again
+/// as the repair of [`decompose`] places what finds no room, with the rule enforced (configured
+/// room first, else a grown device or node of the pool). The cost may grow; [`Assignment::
+/// repaired`] counts them. Returns whether every one found a place.
+pub(crate) fn replace_mig_spread(problem: &Problem<'_>, a: &mut Assignment) -> bool {
+    let mut deferred: Vec<(usize, usize, Kind)> = Vec::new();
+    for (pi, pa) in a.pools.iter_mut().enumerate() {
+        for node in &mut pa.nodes {
+            let mut clashes = node.mig_spread_clashes(problem);
+            while clashes > 0 {
+                let mut best: Option<(usize, usize, usize)> = None;
+                for (gi, d) in node.gpus.iter().enumerate() {
+                    let Dev::Mig { tenants, .. } = d else { continue };
+                    for (ti, &(_, m)) in tenants.iter().enumerate() {
+                        if problem.models.get(m).is_none_or(|x| x.spec.spread != Spread::Gpu) {
+                            continue;
+                        }
+                        let mut without = node.clone();
+                        if let Dev::Mig { tenants, .. } = &mut without.gpus[gi] {
+                            tenants.remove(ti);
+                        }
+                        let left = without.mig_spread_clashes(problem);
+                        if best.is_none_or(|b| left < b.2) {
+                            best = Some((gi, ti, left));
+                        }
+                    }
+                }
+                let Some((gi, ti, left)) = best else { return false };
+                if let Dev::Mig { tenants, .. } = &mut node.gpus[gi] {
+                    let (q, m) = tenants.remove(ti);
+                    deferred.push((m, pi, Kind::Mig(q)));
+                }
+                clashes = left;
+            }
+        }
+    }
+    for key in &deferred {
+        if let Some(n) = a.replicas.get_mut(key) {
+            *n -= 1;
+        }
+    }
+    a.replicas.retain(|_, n| *n > 0);
+    // Autoscaled pools may grow again up to their maximum (trim drops what stays unused).
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        if p.autoscaled {
+            while pa.nodes.len() < p.max_nodes as usize {
+                pa.nodes.push(NodeA::new(p.gpn));
+            }
+        }
+    }
+    a.repaired = a.repaired.saturating_add(u32::try_from(deferred.len()).unwrap_or(u32::MAX));
+    let placed = place_deferred(problem, a, deferred);
+    trim(problem, a);
+    placed
 }

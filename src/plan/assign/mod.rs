@@ -65,13 +65,6 @@ pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, 
     rules::shared_tenants_fit(&tenants, k, eff, 1.0, None)
 }
 
-impl Assignment {
-    /// Whether every node passes the `spread: gpu` rule on MIG ([`NodeA::mig_spread_ok`]).
-    pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
-        self.pools.iter().all(|pa| pa.nodes.iter().all(|n| n.mig_spread_ok(problem)))
-    }
-}
-
 /// One GPU's state.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Dev {
@@ -139,8 +132,20 @@ impl NodeA {
     /// `spread: gpu` on MIG: the device plugin, not gpuplan, picks which instance of a MIG
     /// resource (and so which GPU) a pod gets. Two replicas of a `spread: gpu` model on this
     /// node are safe only when no GPU has two distinct instances, one of each replica's profile
-    /// (two of it when the profiles are equal). The same rule as the verifier's.
+    /// (two of it when the profiles are equal). The same rule as the verifier's, judged on the
+    /// layouts as they are (the verifier sees them trimmed: `trim`).
     pub(crate) fn mig_spread_ok(&self, problem: &Problem<'_>) -> bool {
+        self.clashes(problem, true) == 0
+    }
+
+    /// How many pairs of replicas of one `spread: gpu` model break the rule of
+    /// [`NodeA::mig_spread_ok`] on this node.
+    pub(crate) fn mig_spread_clashes(&self, problem: &Problem<'_>) -> usize {
+        self.clashes(problem, false)
+    }
+
+    /// The clashing pairs, or only whether there is one (`first`: 0 or 1).
+    fn clashes(&self, problem: &Problem<'_>, first: bool) -> usize {
         let mut by_model: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for d in &self.gpus {
             if let Dev::Mig { tenants, .. } | Dev::MigTs { excl: tenants, .. } = d {
@@ -150,6 +155,9 @@ impl NodeA {
                     }
                 }
             }
+        }
+        if by_model.values().all(|qs| qs.len() < 2) {
+            return 0;
         }
         let count = |q: usize| -> Vec<u8> {
             self.gpus
@@ -164,19 +172,21 @@ impl NodeA {
                 })
                 .collect()
         };
+        let mut clashes = 0;
         for qs in by_model.values() {
             for (i, &a) in qs.iter().enumerate() {
                 for &b in &qs[i + 1..] {
                     let (ca, cb) = (count(a), count(b));
-                    let clash =
-                        ca.iter().zip(&cb).any(|(&x, &y)| if a == b { x >= 2 } else { x >= 1 && y >= 1 });
-                    if clash {
-                        return false;
+                    if ca.iter().zip(&cb).any(|(&x, &y)| if a == b { x >= 2 } else { x >= 1 && y >= 1 }) {
+                        clashes += 1;
+                        if first {
+                            return clashes;
+                        }
                     }
                 }
             }
         }
-        true
+        clashes
     }
 
     /// Whether the node is reserved for time-sliced MIG instances of one profile.
@@ -547,6 +557,6 @@ mod decompose;
 mod ffd;
 mod search;
 
-pub(crate) use decompose::{PoolCounts, decompose};
+pub(crate) use decompose::{PoolCounts, decompose, replace_mig_spread, untangle_mig_spread};
 pub(crate) use ffd::{ffd, ffd_guided, ffd_reordered};
 pub(crate) use search::{decompose_search, ffd_search, improve};
