@@ -66,7 +66,8 @@ pub(crate) fn unservable(problem: &Problem<'_>) -> Diagnostics {
                 Some(Reason::Latency) => (
                     codes::LATENCY_SLO_UNREACHABLE,
                     "the predicted p99 latency exceeds its SLO on every device that fits".to_owned(),
-                    "raise the SLO, or add a faster GPU".to_owned(),
+                    "raise the SLO, lower `compute` per replica (serve the load with more replicas), or add a faster GPU"
+                        .to_owned(),
                 ),
             };
             let mut d =

@@ -386,7 +386,9 @@ pub fn plan_traced(
     let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
     let rounded = guide.filter(|_| milp::is_large(&problem)).and_then(|lp| {
         let pins = round_all(&problem, lp);
-        let mut r = milp::solve(&problem, goal, &pins).ok()?;
+        let mut r = milp::solve(&problem, goal, &pins)
+            .inspect_err(|e| tr!("MILP on the rounded relaxation: {e:?}"))
+            .ok()?;
         r.optimal = false; // pinned: proves nothing for the full program
         tr!("MILP on the rounded relaxation: cost {:.3}", r.cost);
         Some((r, lp.cost))

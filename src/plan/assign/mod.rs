@@ -185,11 +185,11 @@ impl NodeA {
     }
 
     fn gpus_used(&self) -> usize {
-        self.gpus.iter().filter(|d| **d != Dev::Unused).count()
+        self.gpus.iter().filter(|d| !matches!(d, Dev::Unused)).count()
     }
 
     pub fn used(&self) -> bool {
-        self.gpus.iter().any(|d| *d != Dev::Unused)
+        self.gpus.iter().any(|d| !matches!(d, Dev::Unused))
     }
 }
 
@@ -394,19 +394,15 @@ pub(crate) fn place(
                     // on one GPU is undone (checked only where such models run on MIG).
                     let guard = problem.mig_spread_models
                         && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. } | Dev::MigTs { .. }));
-                    let before = guard.then(|| n.clone());
                     for gi in 0..n.gpus.len() {
-                        if let Some(b) = &before
-                            && n.gpus != b.gpus
-                        {
-                            *n = b.clone();
-                        }
                         let d = &mut n.gpus[gi];
                         if !gpu_ok(d) {
                             continue;
                         }
                         let shared_q = if let Dev::MigTs { q: s, .. } = d { Some(*s) } else { None };
-                        let placed = match d {
+                        // What to do to take the placement back: the counts before it, if
+                        // they changed (`None`: only a tenant was added), or a new device.
+                        let undo: Option<Option<Vec<u8>>> = match d {
                             Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }
                                 if pass < 2 && shared_q != Some(q) =>
                             {
@@ -414,21 +410,20 @@ pub(crate) fn place(
                                 let have = usize::from(counts.get(q).copied().unwrap_or(0));
                                 if pass == 0 && used < have {
                                     tenants.push((q, m));
-                                    true
+                                    Some(None)
                                 } else if pass == 1 && used >= have {
                                     let mut c = counts.clone();
                                     if let Some(x) = c.get_mut(q) {
                                         *x += 1;
                                     }
                                     if pool.fits(&c) {
-                                        *counts = c;
                                         tenants.push((q, m));
-                                        true
+                                        Some(Some(std::mem::replace(counts, c)))
                                     } else {
-                                        false
+                                        None
                                     }
                                 } else {
-                                    false
+                                    None
                                 }
                             }
                             Dev::Unused if pass == 2 && !mig_ts_node => {
@@ -440,16 +435,26 @@ pub(crate) fn place(
                                     return false;
                                 }
                                 *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
-                                true
+                                Some(Some(Vec::new()))
                             }
-                            _ => false,
+                            _ => None,
                         };
-                        if placed && (before.is_none() || n.mig_spread_ok(problem)) {
+                        let Some(undo) = undo else { continue };
+                        if !guard || n.mig_spread_ok(problem) {
                             return true;
                         }
-                    }
-                    if let Some(b) = before {
-                        *n = b;
+                        // Taken back exactly: the tenant just added, and the counts or device.
+                        let d = &mut n.gpus[gi];
+                        if pass == 2 {
+                            *d = Dev::Unused;
+                        } else if let Dev::Mig { counts, tenants }
+                        | Dev::MigTs { counts, excl: tenants, .. } = d
+                        {
+                            tenants.pop();
+                            if let Some(c) = undo {
+                                *counts = c;
+                            }
+                        }
                     }
                 }
             }
