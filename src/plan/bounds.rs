@@ -85,7 +85,7 @@ struct PoolFacts {
     profiles: usize,
     /// Instances per profile of every maximal layout, when the catalog's enumeration is known to
     /// be complete; `None` otherwise (then only the generic shares are used).
-    layouts: Option<Vec<Vec<u32>>>,
+    layouts: Option<Layouts>,
     /// The generic share of every profile (valid whatever the layouts).
     generic: Vec<f64>,
     /// Memory (MiB) and SMs of every profile: an instance at least as large in both holds
@@ -174,7 +174,7 @@ fn demand_units(problem: &Problem<'_>) -> Vec<Unit> {
 }
 
 fn pool_facts(problem: &Problem<'_>) -> Vec<PoolFacts> {
-    let mut by_gpu: BTreeMap<&str, (Option<Vec<Vec<u32>>>, Vec<f64>)> = BTreeMap::new();
+    let mut by_gpu: BTreeMap<&str, (Option<Layouts>, Vec<f64>)> = BTreeMap::new();
     problem
         .pools
         .iter()
@@ -197,9 +197,12 @@ fn pool_facts(problem: &Problem<'_>) -> Vec<PoolFacts> {
         .collect()
 }
 
+/// Instances per catalog profile, one row per maximal layout.
+type Layouts = Vec<Vec<u32>>;
+
 /// Instances per catalog profile of every maximal layout of `gpu`, or `None` when the catalog's
 /// enumeration might be incomplete (more candidate multisets than it examines).
-fn maximal_layouts(gpu: &GpuModel) -> Option<Vec<Vec<u32>>> {
+fn maximal_layouts(gpu: &GpuModel) -> Option<Layouts> {
     let mig = gpu.mig.as_ref()?;
     // The enumeration examines at most this many count vectors: all of them when within its cap.
     mig.profiles
