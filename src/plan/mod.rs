@@ -34,6 +34,13 @@ use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::milp::{Goal, MilpError};
 use crate::spec::Spec;
 
+/// One line of the planning trace: `tr!(tracer, "format", args…)` (see [`Tracer`]).
+macro_rules! tr {
+    ($t:expr, $($a:tt)*) => {
+        $t.line(format_args!($($a)*))
+    };
+}
+
 /// The output of planning.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -336,18 +343,11 @@ pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Diagnostics> {
 pub fn plan_traced(
     spec: &Spec,
     catalog: &Catalog,
-    mut trace: Option<&mut dyn std::io::Write>,
+    trace: Option<&mut dyn std::io::Write>,
 ) -> Result<Plan, Diagnostics> {
-    let t0 = std::time::Instant::now();
-    macro_rules! tr {
-        ($($a:tt)*) => {
-            if let Some(w) = trace.as_mut() {
-                let _ = writeln!(w, "[{:>8.3} s] {}", t0.elapsed().as_secs_f64(), format_args!($($a)*));
-            }
-        };
-    }
+    let mut tracer = Tracer { out: trace, t0: std::time::Instant::now() };
     let problem = problem::build(spec, catalog);
-    tr!("problem: {} models, {} pools", problem.models.len(), problem.pools.len());
+    tr!(tracer, "problem: {} models, {} pools", problem.models.len(), problem.pools.len());
     let diags = infeasible::unservable(&problem);
     if diags.has_errors() {
         return Err(diags);
@@ -355,13 +355,14 @@ pub fn plan_traced(
     let ffd = assign::ffd(&problem);
     let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
     let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
-    tr!("first-fit-decreasing: {ffd_gpus:?} GPUs, cost {ffd_cost:?}");
+    tr!(tracer, "first-fit-decreasing: {ffd_gpus:?} GPUs, cost {ffd_cost:?}");
     let no_pins = milp::Pins::new();
     let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
     let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(&problem));
     let valid = bounds::valid_bound(&problem);
     tr!(
+        tracer,
         "LP bound: {:.3} GPUs; model lower bound {lower_bound} GPUs; bound valid for every plan {} GPUs",
         relaxed.as_ref().map_or(f64::NAN, |r| r.objective),
         valid.gpus
@@ -373,7 +374,7 @@ pub fn plan_traced(
         .unit_price
         .and_then(|_| milp::solve(&problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok());
     if let Some(r) = &cost_relaxed {
-        tr!("LP cost bound: {:.3} (relative weights)", r.cost);
+        tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
     }
     let cost_bound = cost_relaxed
         .as_ref()
@@ -396,6 +397,7 @@ pub fn plan_traced(
     let relaxation_plan = guide.zip(preferred.as_ref()).and_then(|(lp, pref)| {
         let a = assign::decompose(&problem, &lp.counts, &exact_totals(&problem, pref), true)?;
         tr!(
+            tracer,
             "relaxation laid out: {} GPUs, cost {:.3}, {} replica(s) placed by first fit",
             a.gpus_used(),
             a.cost(&problem),
@@ -403,234 +405,50 @@ pub fn plan_traced(
         );
         Some((a, lp.cost))
     });
-    let early = relaxation_plan.as_ref().filter(|(a, lp)| {
+    let close = |a: &assign::Assignment, lp: f64| {
         a.cost(&problem) <= lp * (1.0 + RELAXATION_PLAN_GAP) + 1e-9
             && ffd.as_ref().is_none_or(|f| a.cost(&problem) <= f.cost(&problem) + 1e-9)
-    });
-    let mut solver_proved = false;
-    let (assignment, method, searched) = match early {
-        Some((a, _)) => (
-            a.clone(),
-            format!(
+    };
+    let Optimised { assignment, method, searched, proved: solver_proved } = match relaxation_plan {
+        Some((a, lp)) if close(&a, lp) => Optimised {
+            assignment: a,
+            method: format!(
                 "the LP relaxation's device choices laid out on nodes, within {:.0}% of the relaxation's cost, so the optimiser was not run (large program; not proven optimal)",
                 RELAXATION_PLAN_GAP * 100.0
             ),
-            false,
-        ),
-        None => {
-            // Large programs: first the relaxation's replica choices rounded (what remains is packing,
-            // which the solver does fast); when that is within the large-program gap of the relaxation's
-            // cost, the full program could not do better than its own stopping rule, so it is skipped.
-            let rounded = guide.filter(|_| large).and_then(|lp| {
-                let pins = round_all(&problem, lp);
-                let mut r = milp::solve(&problem, goal, &pins)
-                    .inspect_err(|e| tr!("MILP on the rounded relaxation: {e:?}"))
-                    .ok()?;
-                r.optimal = false; // pinned: proves nothing for the full program
-                tr!("MILP on the rounded relaxation: cost {:.3}", r.cost);
-                Some((r, lp.cost))
-            });
-            // Otherwise both results are decomposed and the cheaper plan is kept (counts that cost the
-            // same may lay out differently well).
-            let (mut solved, second) = match rounded {
-                Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + 1e-9 => (Ok(r), None),
-                Some((r, _)) => match milp::solve(&problem, goal, &no_pins) {
-                    Ok(full) => (Ok(full), Some(r)),
-                    Err(_) => (Ok(r), None),
-                },
-                None => (milp::solve(&problem, goal, &no_pins), None),
-            };
-            // When the search stopped early and rate models are involved, also try the LP relaxation's
-            // replica counts rounded (rounding down, then covering the rest with the cheapest device):
-            // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
-            tr!("MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
-            let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
-            if unproven && let Some(relaxed) = &relaxed {
-                let pins = round_rates(&problem, relaxed);
-                if !pins.is_empty()
-                    && let Ok(mut alt) = milp::solve(&problem, goal, &pins)
-                    && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
+            searched: false,
+            proved: false,
+        },
+        laid_out => {
+            let mut o = optimise(&problem, goal, guide, relaxed.as_ref(), ffd, large, &mut tracer)?;
+            // A large program whose solve stopped without a proof: the relaxation laid out, or
+            // first fit guided by its device choices, when cheaper.
+            if !o.proved
+                && let Some(pref) = &preferred
+            {
+                let best = [
+                    (laid_out.map(|(a, _)| a), "the LP relaxation's device choices laid out on nodes"),
+                    (
+                        assign::ffd_guided(&problem, pref),
+                        "first fit guided by the LP relaxation's device choices",
+                    ),
+                ]
+                .into_iter()
+                .filter_map(|(a, how)| a.map(|a| (a, how)))
+                .min_by(|x, y| x.0.cost(&problem).total_cmp(&y.0.cost(&problem)));
+                if let Some((g, how)) = best
+                    && g.cost(&problem) < o.assignment.cost(&problem) - 1e-9
                 {
-                    alt.optimal = false; // pinned: proves nothing for the full program
-                    solved = Ok(alt);
-                }
-            }
-            // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
-            // backtracking version is tried when nothing else gives a plan.
-            let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
-                if let Some((f, order)) = assign::ffd_reordered(&problem) {
-                    return Ok((
-                        f,
-                        format!("{why}; first fit in another order ({order}) found this plan"),
-                        true,
-                    ));
-                }
-                match assign::ffd_search(&problem) {
-                    Ok(f) => Ok((
-                        f,
-                        format!("{why}; first-fit-decreasing with backtracking found this plan"),
-                        true,
-                    )),
-                    Err(stuck) => {
-                        let mut d = if stuck.proven {
-                            // The optimiser's conditions are necessary only; the search tried everything.
-                            Diagnostic::error(
-                            codes::NO_FEASIBLE_PLAN,
-                            "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
-                        )
-                        .with_help("check spread, isolation and time-slicing settings; more nodes may help")
-                        } else {
-                            Diagnostic::error(
-                            codes::PLANNER_FAILED,
-                            "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
-                        )
-                        .with_help("this is a planner limitation; please report it with the manifest")
-                        };
-                        if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
-                            d = d.with_note(format!(
-                            "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
-                            mc.name(),
-                            problem::spread_word(mc.spec.spread),
-                            problem::isolation_word(mc.spec.isolation)
-                        ));
-                        }
-                        Err(Diagnostics::from_iter([d]))
-                    }
-                }
-            };
-            match (solved, ffd) {
-                (Ok(r), ffd) => {
-                    let optimal = r.optimal;
-                    let r_cost = r.cost;
-                    // Exactly the optimiser's counts; else its replica choices by backtracking (small
-                    // inputs); else its counts with the replicas that find no room placed by first fit.
-                    let lay_out = |r: &milp::MilpResult| {
-                        let guarded = assign::decompose(&problem, &r.counts, &r.replicas, false)
-                            .or_else(|| assign::decompose_search(&problem, &r.replicas, r.cost))
-                            .or_else(|| assign::decompose(&problem, &r.counts, &r.replicas, true));
-                        // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
-                        // yet trimmed (instances no replica will use count), so it defers replicas that
-                        // the final layout would take. The counts are laid out once more without it;
-                        // where that layout breaks the rule, replicas trade instances (same cost, each
-                        // keeps an option of its model) until no node does, and that plan is kept when
-                        // it is cheaper and every node of its trimmed layout passes the rule (the
-                        // verifier's).
-                        let unguarded = problem
-                            .mig_spread_models
-                            .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
-                            .and_then(|p| {
-                                assign::decompose(&p, &r.counts, &r.replicas, false)
-                                    .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
-                            })
-                            .and_then(|mut a| {
-                                let ok = assign::untangle_mig_spread(&problem, &mut a)
-                                    || assign::replace_mig_spread(&problem, &mut a);
-                                ok.then_some(a)
-                            });
-                        match (guarded, unguarded) {
-                            (Some(g), Some(u)) if u.cost(&problem) < g.cost(&problem) - 1e-9 => Some(u),
-                            (None, u) => u,
-                            (g, _) => g,
-                        }
-                    };
-                    let mut decomposed = lay_out(&r);
-                    if let Some(other) = second.as_ref().and_then(lay_out)
-                        && decomposed.as_ref().is_none_or(|a| other.cost(&problem) < a.cost(&problem) - 1e-9)
-                    {
-                        decomposed = Some(other);
-                    }
-                    // `spread: gpu` on MIG: the optimiser may give such a model instances of two
-                    // profiles that share GPUs, which no node can hold both of (its conditions are
-                    // necessary only). When the lay-out lost against the counts, the program is solved
-                    // again with each such model's MIG replicas of a pool on one profile, and that plan
-                    // is kept when it lays out cheaper.
-                    if problem.mig_spread_models
-                        && !large
-                        && decomposed
-                            .as_ref()
-                            .is_none_or(|a| a.repaired > 0 || a.cost(&problem) > r_cost + 1e-9)
-                        && let Some(pins) = one_spread_profile(&problem, &r.replicas)
-                        && let Ok(mut alt) = milp::solve(&problem, goal, &pins)
-                    {
-                        alt.optimal = false; // pinned: proves nothing for the full program
-                        tr!("MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
-                        if let Some(b) = lay_out(&alt)
-                            && decomposed.as_ref().is_none_or(|a| b.cost(&problem) < a.cost(&problem) - 1e-9)
-                        {
-                            decomposed = Some(b);
-                        }
-                    }
-                    tr!(
-                        "decomposition: {:?}",
-                        decomposed.as_ref().map(|a| format!(
-                            "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
-                            a.gpus_used(),
-                            a.cost(&problem),
-                            a.repaired
-                        ))
+                    tr!(tracer, "{how}: {} GPUs, cost {:.3}", g.gpus_used(), g.cost(&problem));
+                    o.method = format!(
+                        "{}; {how} then gave a cheaper plan, this one (not proven optimal)",
+                        o.method
                     );
-                    match (decomposed, ffd) {
-                    (Some(a), Some(f)) if a.cost(&problem) > f.cost(&problem) + 1e-9 => {
-                        (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
-                    }
-                    (Some(a), _) => {
-                        let how = if a.repaired > 0 {
-                            format!(
-                                "placed by the MILP optimiser, except {} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed",
-                                a.repaired
-                            )
-                        } else if optimal && (a.cost(&problem) - r_cost).abs() <= 1e-6 {
-                            solver_proved = true;
-                            "placed by the MILP optimiser, which proved it optimal for the planner's model".to_owned()
-                        } else {
-                            format!(
-                                "placed by the MILP optimiser, which did not prove it optimal ({})",
-                                milp::UNPROVEN_WHY
-                            )
-                        };
-                        (a, how, false)
-                    }
-                    (None, Some(f)) => {
-                        (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
-                    }
-                    (None, None) => fallback("the optimiser's counts could not be decomposed to nodes")?,
+                    o.assignment = g;
                 }
-                }
-                (Err(MilpError::Solver(e)), Some(f)) => {
-                    (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"), false)
-                }
-                (Err(MilpError::Infeasible), Some(f)) => (
-                    f,
-                    "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned(),
-                    false,
-                ),
-                (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
-                (Err(err), None) => return Err(infeasible::explain(&problem, &err)),
             }
+            o
         }
-    };
-    // Large programs whose solve stopped without a plan, or whose plan laid out worse: the
-    // relaxation's choices laid out (above), or first fit guided by them, when cheaper.
-    let (assignment, method) = match preferred.as_ref().filter(|_| early.is_none() && !solver_proved) {
-        Some(pref) => {
-            let guided = assign::ffd_guided(&problem, pref);
-            let laid_out = relaxation_plan.as_ref().map(|(a, _)| a.clone());
-            let best = [
-                (laid_out, "the LP relaxation's device choices laid out on nodes"),
-                (guided, "first fit guided by the LP relaxation's device choices"),
-            ]
-            .into_iter()
-            .filter_map(|(a, how)| a.map(|a| (a, how)))
-            .min_by(|x, y| x.0.cost(&problem).total_cmp(&y.0.cost(&problem)));
-            match best {
-                Some((g, how)) if g.cost(&problem) < assignment.cost(&problem) - 1e-9 => {
-                    tr!("{how}: {} GPUs, cost {:.3}", g.gpus_used(), g.cost(&problem));
-                    (g, format!("{method}; {how} then gave a cheaper plan, this one (not proven optimal)"))
-                }
-                _ => (assignment, method),
-            }
-        }
-        None => (assignment, method),
     };
     // Small inputs: an exhaustive search may find a cheaper plan than the optimiser's counts
     // laid out (their model aggregates some node-level rules).
@@ -641,7 +459,7 @@ pub fn plan_traced(
     let better = (!solver_proved && !meets_bound).then(|| assign::improve(&problem, &assignment)).flatten();
     let (assignment, method) = match better {
         Some(b) => {
-            tr!("exhaustive search: {} GPUs, cost {:.3}", b.gpus_used(), b.cost(&problem));
+            tr!(tracer, "exhaustive search: {} GPUs, cost {:.3}", b.gpus_used(), b.cost(&problem));
             (
                 b,
                 format!(
@@ -654,7 +472,7 @@ pub fn plan_traced(
     // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
     let ffd_gpus =
         ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));
-    tr!("plan: {} GPUs, cost {:.3}", assignment.gpus_used(), assignment.cost(&problem));
+    tr!(tracer, "plan: {} GPUs, cost {:.3}", assignment.gpus_used(), assignment.cost(&problem));
     let ffd_cost = ffd_cost.or_else(|| searched.then(|| assignment.cost(&problem))).zip(problem.unit_price);
     let figures = build::Figures {
         lower_bound: valid.gpus,
@@ -668,6 +486,227 @@ pub fn plan_traced(
     };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// Where [`plan_traced`] writes its steps: one line each, with the time since planning began.
+struct Tracer<'w> {
+    out: Option<&'w mut dyn std::io::Write>,
+    t0: std::time::Instant,
+}
+
+impl Tracer<'_> {
+    fn line(&mut self, args: std::fmt::Arguments<'_>) {
+        if let Some(w) = self.out.as_mut() {
+            // Trace write errors are ignored: the trace is a diagnostic aid, not output.
+            let _ = writeln!(w, "[{:>8.3} s] {}", self.t0.elapsed().as_secs_f64(), args);
+        }
+    }
+}
+
+/// A plan as one path of [`plan_traced`] made it: the assignment, how (the plan's reasons),
+/// whether a first-fit search made it (it then stands for the first-fit figure), and whether
+/// the solver proved it optimal for the planner's model.
+struct Optimised {
+    assignment: assign::Assignment,
+    method: String,
+    searched: bool,
+    proved: bool,
+}
+
+/// The optimiser's path: the MILP (on large programs, first with the relaxation's replica
+/// choices pinned), its counts laid out on nodes, first fit when that fails or costs more, and
+/// the backtracking searches when nothing gives a plan. `Err` when no plan exists (or the
+/// searches gave up).
+fn optimise(
+    problem: &problem::Problem<'_>,
+    goal: Goal,
+    guide: Option<&milp::MilpResult>,
+    relaxed: Option<&milp::MilpResult>,
+    ffd: Option<assign::Assignment>,
+    large: bool,
+    tracer: &mut Tracer<'_>,
+) -> Result<Optimised, Diagnostics> {
+    let no_pins = milp::Pins::new();
+    let mut proved = false;
+    // Large programs: first the relaxation's replica choices rounded (what remains is packing,
+    // which the solver does fast); when that is within the large-program gap of the relaxation's
+    // cost, the full program could not do better than its own stopping rule, so it is skipped.
+    let rounded = guide.filter(|_| large).and_then(|lp| {
+        let pins = round_all(problem, lp);
+        let mut r = milp::solve(problem, goal, &pins)
+            .inspect_err(|e| tr!(tracer, "MILP on the rounded relaxation: {e:?}"))
+            .ok()?;
+        r.optimal = false; // pinned: proves nothing for the full program
+        tr!(tracer, "MILP on the rounded relaxation: cost {:.3}", r.cost);
+        Some((r, lp.cost))
+    });
+    // Otherwise both results are decomposed and the cheaper plan is kept (counts that cost the
+    // same may lay out differently well).
+    let (mut solved, second) = match rounded {
+        Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + 1e-9 => (Ok(r), None),
+        Some((r, _)) => match milp::solve(problem, goal, &no_pins) {
+            Ok(full) => (Ok(full), Some(r)),
+            Err(_) => (Ok(r), None),
+        },
+        None => (milp::solve(problem, goal, &no_pins), None),
+    };
+    // When the search stopped early and rate models are involved, also try the LP relaxation's
+    // replica counts rounded (rounding down, then covering the rest with the cheapest device):
+    // what remains is packing fixed replicas, which the solver does well. Keep the cheaper.
+    tr!(tracer, "MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
+    let unproven = solved.as_ref().map_or(true, |r| !r.optimal);
+    if unproven && let Some(relaxed) = relaxed {
+        let pins = round_rates(problem, relaxed);
+        if !pins.is_empty()
+            && let Ok(mut alt) = milp::solve(problem, goal, &pins)
+            && solved.as_ref().map_or(true, |r| alt.cost < r.cost - 1e-9)
+        {
+            alt.optimal = false; // pinned: proves nothing for the full program
+            solved = Ok(alt);
+        }
+    }
+    // The greedy first-fit may fail on node sharing rules or spread where a plan exists; its
+    // backtracking version is tried when nothing else gives a plan.
+    let fallback = |why: &str| -> Result<(assign::Assignment, String, bool), Diagnostics> {
+        if let Some((f, order)) = assign::ffd_reordered(problem) {
+            return Ok((f, format!("{why}; first fit in another order ({order}) found this plan"), true));
+        }
+        match assign::ffd_search(problem) {
+            Ok(f) => Ok((f, format!("{why}; first-fit-decreasing with backtracking found this plan"), true)),
+            Err(stuck) => {
+                let mut d = if stuck.proven {
+                    // The optimiser's conditions are necessary only; the search tried everything.
+                    Diagnostic::error(
+                        codes::NO_FEASIBLE_PLAN,
+                        "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
+                    )
+                    .with_help("check spread, isolation and time-slicing settings; more nodes may help")
+                } else {
+                    Diagnostic::error(
+                        codes::PLANNER_FAILED,
+                        "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                    )
+                    .with_help("this is a planner limitation; please report it with the manifest")
+                };
+                if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
+                    d = d.with_note(format!(
+                        "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
+                        mc.name(),
+                        problem::spread_word(mc.spec.spread),
+                        problem::isolation_word(mc.spec.isolation)
+                    ));
+                }
+                Err(Diagnostics::from_iter([d]))
+            }
+        }
+    };
+    let (assignment, method, searched) = match (solved, ffd) {
+        (Ok(r), ffd) => {
+            let optimal = r.optimal;
+            let r_cost = r.cost;
+            // Exactly the optimiser's counts; else its replica choices by backtracking (small
+            // inputs); else its counts with the replicas that find no room placed by first fit.
+            let lay_out = |r: &milp::MilpResult| {
+                let guarded = assign::decompose(problem, &r.counts, &r.replicas, false)
+                    .or_else(|| assign::decompose_search(problem, &r.replicas, r.cost))
+                    .or_else(|| assign::decompose(problem, &r.counts, &r.replicas, true));
+                // The `spread: gpu` rule on MIG is enforced at placement, against layouts not
+                // yet trimmed (instances no replica will use count), so it defers replicas that
+                // the final layout would take. The counts are laid out once more without it;
+                // where that layout breaks the rule, replicas trade instances (same cost, each
+                // keeps an option of its model) until no node does, and that plan is kept when
+                // it is cheaper and every node of its trimmed layout passes the rule (the
+                // verifier's).
+                let unguarded = problem
+                    .mig_spread_models
+                    .then(|| problem::Problem { mig_spread_models: false, ..problem.clone() })
+                    .and_then(|p| {
+                        assign::decompose(&p, &r.counts, &r.replicas, false)
+                            .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
+                    })
+                    .and_then(|mut a| {
+                        let ok = assign::untangle_mig_spread(problem, &mut a)
+                            || assign::replace_mig_spread(problem, &mut a);
+                        ok.then_some(a)
+                    });
+                match (guarded, unguarded) {
+                    (Some(g), Some(u)) if u.cost(problem) < g.cost(problem) - 1e-9 => Some(u),
+                    (None, u) => u,
+                    (g, _) => g,
+                }
+            };
+            let mut decomposed = lay_out(&r);
+            if let Some(other) = second.as_ref().and_then(lay_out)
+                && decomposed.as_ref().is_none_or(|a| other.cost(problem) < a.cost(problem) - 1e-9)
+            {
+                decomposed = Some(other);
+            }
+            // `spread: gpu` on MIG: the optimiser may give such a model instances of two
+            // profiles that share GPUs, which no node can hold both of (its conditions are
+            // necessary only). When the lay-out lost against the counts, the program is solved
+            // again with each such model's MIG replicas of a pool on one profile, and that plan
+            // is kept when it lays out cheaper.
+            if problem.mig_spread_models
+                && !large
+                && decomposed.as_ref().is_none_or(|a| a.repaired > 0 || a.cost(problem) > r_cost + 1e-9)
+                && let Some(pins) = one_spread_profile(problem, &r.replicas)
+                && let Ok(mut alt) = milp::solve(problem, goal, &pins)
+            {
+                alt.optimal = false; // pinned: proves nothing for the full program
+                tr!(tracer, "MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
+                if let Some(b) = lay_out(&alt)
+                    && decomposed.as_ref().is_none_or(|a| b.cost(problem) < a.cost(problem) - 1e-9)
+                {
+                    decomposed = Some(b);
+                }
+            }
+            tr!(
+                tracer,
+                "decomposition: {:?}",
+                decomposed.as_ref().map(|a| format!(
+                    "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
+                    a.gpus_used(),
+                    a.cost(problem),
+                    a.repaired
+                ))
+            );
+            match (decomposed, ffd) {
+                (Some(a), Some(f)) if a.cost(problem) > f.cost(problem) + 1e-9 => {
+                    (f, "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned(), false)
+                }
+                (Some(a), _) => {
+                    let how = if a.repaired > 0 {
+                        format!(
+                            "placed by the MILP optimiser, except {} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed",
+                            a.repaired
+                        )
+                    } else if optimal && (a.cost(problem) - r_cost).abs() <= 1e-6 {
+                        proved = true;
+                        "placed by the MILP optimiser, which proved it optimal for the planner's model".to_owned()
+                    } else {
+                        format!(
+                            "placed by the MILP optimiser, which did not prove it optimal ({})",
+                            milp::UNPROVEN_WHY
+                        )
+                    };
+                    (a, how, false)
+                }
+                (None, Some(f)) => {
+                    (f, "the optimiser's counts could not be decomposed to nodes; the first-fit-decreasing plan is kept".to_owned(), false)
+                }
+                (None, None) => fallback("the optimiser's counts could not be decomposed to nodes")?,
+            }
+        }
+        (Err(MilpError::Solver(e)), Some(f)) => {
+            (f, format!("the solver failed ({e}); the first-fit-decreasing plan is kept"), false)
+        }
+        (Err(MilpError::Infeasible), Some(f)) => {
+            (f, "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned(), false)
+        }
+        (Err(MilpError::Solver(e)), None) => fallback(&format!("the solver failed ({e})"))?,
+        (Err(err), None) => return Err(infeasible::explain(problem, &err)),
+    };
+    Ok(Optimised { assignment, method, searched, proved })
 }
 
 /// Pins for a second solve when the optimiser gave a `spread: gpu` model (fixed demand) MIG
