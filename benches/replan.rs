@@ -15,7 +15,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gpuplan::bench::fleet;
-use gpuplan::plan::{self, previous, replan, rollout};
+use gpuplan::plan;
+use gpuplan::plan::day2::{previous, replan, rollout};
 use gpuplan::spec::{Demand, Nodes, Spec};
 
 struct Case {

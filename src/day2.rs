@@ -3,13 +3,9 @@
 //! In: a live cluster's exported state (`kubectl get nodes -o json` and the mig-parted
 //! ConfigMap). Out: the manifest's `current` layouts ([`import_current`], [`current_yaml`]).
 //! The day-2 compile itself — re-plan from the committed plan, render, attach the changes — is a
-//! chain of stages and lives with the others in [`crate::render::pipeline`]
-//! ([`compile`] is [`crate::render::pipeline::plan_and_render_over`]).
+//! chain of stages and lives with the others in [`crate::pipeline`].
 
 use crate::catalog::Catalog;
-
-pub use crate::plan::previous::PreviousInput;
-pub use crate::render::pipeline::{Day2Compiled, plan_and_render_over as compile};
 
 /// One node's layout today, imported from a live cluster's exported state.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,6 +17,7 @@ pub mod diagnostics;
 pub mod emit;
 pub mod manifest;
 pub mod measurements;
+pub mod pipeline;
 pub mod plan;
 pub mod render;
 pub mod simulate;

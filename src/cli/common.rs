@@ -100,7 +100,7 @@ pub fn load_catalog_checked(
 /// inside `Ok`; tool failures are `Err`.
 ///
 /// Measured-point files that models reference (`demand.measurements`, relative to the manifest)
-/// are read here and handed to [`crate::render::pipeline::check_manifest`], which parses them and
+/// are read here and handed to [`crate::pipeline::check_manifest`], which parses them and
 /// validates them with the manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
 /// manifest is a tool failure (exit 2).
 pub fn load_spec(
@@ -153,7 +153,7 @@ pub fn load_spec_quietly(
             .map(|text| (file.display().to_string(), text))
             .map_err(|err| format!("`{}`: {err}", file.display()))
     };
-    match crate::render::pipeline::check_manifest(&mut sources, &name, &text, &catalog, &mut read) {
+    match crate::pipeline::check_manifest(&mut sources, &name, &text, &catalog, &mut read) {
         Ok(checked) => Ok(Ok((sources, catalog, checked.spec, checked.warnings))),
         Err(problems) => {
             report(ctx, &sources, &problems)?;

@@ -9,7 +9,12 @@ use clap::Args;
 
 use super::common::{load_spec, read_text, report};
 use super::{Ctx, ExitStatus, Format, ManifestArgs};
+use crate::diagnostics::Sources;
 use crate::emit::{self, ChangeKind, Mode, Outcome};
+use crate::pipeline::Failure;
+use crate::plan::day2::changes::Changes;
+use crate::plan::day2::previous::PreviousInput;
+use crate::plan::day2::rollout::summary_lines;
 use crate::render::Templates;
 
 /// The arguments of `compile`, `check` and `diff`: they compile the same way and differ only in
@@ -75,14 +80,10 @@ pub fn run_mode(
         return Ok(ExitStatus::Problems);
     };
     let previous = if args.day2.from_scratch { None } else { read_previous(ctx, out)? };
-    let compiled = match crate::day2::compile(&spec, &catalog, &templates, previous.as_ref()) {
+    let compiled = match crate::pipeline::compile(&spec, &catalog, &templates, previous.as_ref()) {
         Ok(c) => c,
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
-            return Ok(ExitStatus::Problems);
-        }
+        Err(failure) => return refused(ctx, &sources, failure),
     };
-    verified(&spec, &catalog, &compiled.plan)?;
     let mut outcome = emit::emit(&compiled.bundle, out, mode)?;
     if kubernetes_only {
         outcome.changes.retain(|c| c.path.ends_with(".yaml") || c.path.ends_with(".yml"));
@@ -100,25 +101,16 @@ pub fn run_mode(
     })
 }
 
-/// Runs the verifier on a plan the planner made: a violation is gpuplan's own bug (exit 2),
-/// named in the error, never a user mistake.
-pub(super) fn verified(
-    spec: &crate::spec::Spec,
-    catalog: &crate::catalog::Catalog,
-    plan: &crate::plan::Plan,
-) -> anyhow::Result<()> {
-    let violations = crate::verify::check(spec, catalog, plan);
-    if violations.is_empty() {
-        return Ok(());
+/// A pipeline that produced no plan: diagnostics are the user's (exit 1); a plan the verifier
+/// refuses is gpuplan's own bug (exit 2), named in the error.
+pub(super) fn refused(ctx: &Ctx, sources: &Sources, failure: Failure) -> anyhow::Result<ExitStatus> {
+    match failure {
+        Failure::Refused(diags) => {
+            report(ctx, sources, &diags)?;
+            Ok(ExitStatus::Problems)
+        }
+        Failure::Unverified(violations) => anyhow::bail!(Failure::internal_message(&violations)),
     }
-    let list: Vec<String> = violations.iter().take(10).map(|v| format!("  {v}")).collect();
-    let more = violations.len().saturating_sub(10);
-    anyhow::bail!(
-        "internal: the plan breaks {} of gpuplan's own rules (a planner bug; please report it with the manifest):\n{}{}",
-        violations.len(),
-        list.join("\n"),
-        if more > 0 { format!("\n  and {more} more") } else { String::new() }
-    )
 }
 
 fn verb(kind: ChangeKind) -> &'static str {
@@ -131,7 +123,7 @@ fn verb(kind: ChangeKind) -> &'static str {
 
 /// Reads the committed `plan.json` of the output directory, if there is one. A file that is not
 /// a plan is reported as a warning and the compile plans from scratch.
-fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<crate::day2::PreviousInput>> {
+fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<PreviousInput>> {
     let path = out.join(crate::render::paths::PLAN_JSON);
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(m) => m,
@@ -144,7 +136,7 @@ fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<crate::day2::Pr
     }
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read `{}`", path.display()))?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    match crate::day2::PreviousInput::parse(text) {
+    match PreviousInput::parse(text) {
         Ok(p) => Ok(Some(p)),
         Err(why) => {
             ctx.status(&format!(
@@ -157,11 +149,7 @@ fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<crate::day2::Pr
 }
 
 /// Day 2: the semantic summary (what is added, changed, moved, drained) before the files.
-fn print_summary(
-    ctx: &Ctx,
-    mode: Mode,
-    changes: Option<&crate::plan::rollout::Changes>,
-) -> anyhow::Result<()> {
+fn print_summary(ctx: &Ctx, mode: Mode, changes: Option<&Changes>) -> anyhow::Result<()> {
     if ctx.format == Format::Json || mode == Mode::Check {
         return Ok(());
     }
@@ -169,7 +157,7 @@ fn print_summary(
     let text = if ch.is_empty() {
         "Plan changes against the committed plan: none\n".to_owned()
     } else {
-        format!("Plan changes against the committed plan:\n{}", crate::plan::rollout::summary_lines(ch))
+        format!("Plan changes against the committed plan:\n{}", summary_lines(ch))
     };
     if mode == Mode::Diff {
         ctx.out(&text)?;
@@ -184,7 +172,7 @@ fn print_outcome(
     out: &Path,
     mode: Mode,
     outcome: &Outcome,
-    plan_changes: Option<&crate::plan::rollout::Changes>,
+    plan_changes: Option<&Changes>,
 ) -> anyhow::Result<()> {
     if ctx.format == Format::Json {
         let changes: Vec<serde_json::Value> = outcome

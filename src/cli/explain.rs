@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::common::{load_spec, report};
+use super::common::load_spec;
 use super::{Ctx, ExitStatus, Format, ManifestArgs};
 use crate::plan::{GpuMode, GpuPlan};
 
@@ -26,14 +26,10 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };
-    let plan = match crate::plan::plan(&spec, &catalog) {
+    let plan = match crate::pipeline::plan(&spec, &catalog) {
         Ok(plan) => plan,
-        Err(diags) => {
-            report(ctx, &sources, &diags)?;
-            return Ok(ExitStatus::Problems);
-        }
+        Err(failure) => return super::compile::refused(ctx, &sources, failure),
     };
-    super::compile::verified(&spec, &catalog, &plan)?;
     let models: Vec<_> =
         plan.models.iter().filter(|m| args.model.as_deref().is_none_or(|name| m.name == name)).collect();
     if let Some(name) = &args.model

@@ -12,14 +12,12 @@ mod assign;
 mod bounds;
 mod build;
 pub use build::ALTERNATIVE_PREFIX;
+pub mod day2;
 mod infeasible;
 pub mod latency;
 mod layouts;
 mod milp;
-pub mod previous;
 mod problem;
-pub mod replan;
-pub mod rollout;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -58,7 +56,7 @@ pub struct Plan {
     pub quality: Quality,
     /// Day 2: what changed against the previous plan and the rollout order (absent on a first plan).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub changes: Option<rollout::Changes>,
+    pub changes: Option<day2::changes::Changes>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -15,7 +15,6 @@ pub mod gitops;
 pub mod names;
 pub mod nodes;
 pub mod nvidia;
-pub mod pipeline;
 pub mod report;
 pub mod workloads;
 
@@ -26,7 +25,6 @@ use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::Plan;
 use crate::spec::Spec;
 
-pub use pipeline::bundle_from_manifest;
 pub use workloads::Templates;
 
 /// The generated files: relative path (with `/`) → contents.
@@ -240,7 +238,7 @@ pub fn render(
 }
 
 /// `plan.json`: the plan as pretty JSON with a trailing newline.
-fn plan_json(plan: &Plan) -> Result<String, Diagnostic> {
+pub(crate) fn plan_json(plan: &Plan) -> Result<String, Diagnostic> {
     serde_json::to_string_pretty(plan)
         .map(|mut s| {
             s.push('\n');

@@ -124,7 +124,7 @@ pub fn render(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<St
     }
     if let Some(changes) = &plan.changes {
         md.push_str("\n## Changes against the previous plan\n\n");
-        md.push_str(&crate::plan::rollout::markdown(changes));
+        md.push_str(&crate::plan::day2::rollout::markdown(changes));
     }
     files.insert(super::paths::PLAN_MD.to_owned(), md);
     Ok(files)

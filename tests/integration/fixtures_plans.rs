@@ -53,8 +53,8 @@ pub fn examples() -> Vec<Fixture> {
             let text = std::fs::read_to_string(&path).ok()?;
             let rel = path.strip_prefix(&dir).ok()?.to_string_lossy().into_owned();
             let mut sources = gpuplan::diagnostics::Sources::new();
-            let mut read = gpuplan::render::pipeline::no_measurement_files;
-            let compiled = gpuplan::render::bundle_from_manifest(
+            let mut read = gpuplan::pipeline::no_measurement_files;
+            let compiled = gpuplan::pipeline::bundle_from_manifest(
                 &mut sources,
                 &rel,
                 &text,

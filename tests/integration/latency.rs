@@ -203,9 +203,9 @@ fn two_pools(baseline_gpu: &str) -> String {
 
 fn spec_of(text: &str) -> gpuplan::spec::Spec {
     let mut sources = gpuplan::diagnostics::Sources::new();
-    let mut read = gpuplan::render::pipeline::no_measurement_files;
+    let mut read = gpuplan::pipeline::no_measurement_files;
     let catalog = gpuplan::catalog::Catalog::builtin();
-    gpuplan::render::pipeline::check_manifest(&mut sources, "baselines.yaml", text, &catalog, &mut read)
+    gpuplan::pipeline::check_manifest(&mut sources, "baselines.yaml", text, &catalog, &mut read)
         .unwrap_or_else(|d| panic!("{d:?}"))
         .spec
 }
@@ -223,12 +223,11 @@ fn a_baseline_without_its_gpu_holds_on_every_gpu_type_with_a_warning() {
     assert_eq!(baseline_on(&spec, "H100-SXM5-80GB"), Some(Ok(20.0)));
     let warned = |text: &str| {
         let mut sources = gpuplan::diagnostics::Sources::new();
-        let mut read = gpuplan::render::pipeline::no_measurement_files;
+        let mut read = gpuplan::pipeline::no_measurement_files;
         let catalog = gpuplan::catalog::Catalog::builtin();
-        let checked =
-            gpuplan::render::pipeline::check_manifest(&mut sources, "b.yaml", text, &catalog, &mut read)
-                .map(|c| c.warnings)
-                .unwrap_or_else(|d| panic!("{d:?}"));
+        let checked = gpuplan::pipeline::check_manifest(&mut sources, "b.yaml", text, &catalog, &mut read)
+            .map(|c| c.warnings)
+            .unwrap_or_else(|d| panic!("{d:?}"));
         checked.0.iter().any(|d| d.code == "latency-baseline-gpu-unstated")
     };
     assert!(warned(&two_pools("")), "two GPU types, baseline GPU unstated");
@@ -274,10 +273,10 @@ fn the_planner_places_a_model_where_its_scaled_baseline_meets_the_objective() {
 #[test]
 fn an_unknown_baseline_gpu_is_one_unknown_gpu_diagnostic() {
     let mut sources = gpuplan::diagnostics::Sources::new();
-    let mut read = gpuplan::render::pipeline::no_measurement_files;
+    let mut read = gpuplan::pipeline::no_measurement_files;
     let catalog = gpuplan::catalog::Catalog::builtin();
     let text = two_pools(", baselineGpu: H1000");
-    let err = gpuplan::render::pipeline::check_manifest(&mut sources, "b.yaml", &text, &catalog, &mut read)
+    let err = gpuplan::pipeline::check_manifest(&mut sources, "b.yaml", &text, &catalog, &mut read)
         .map(|_| ())
         .expect_err("an error");
     let codes: Vec<String> = err.0.iter().map(|d| d.code.to_string()).collect();

@@ -15,10 +15,10 @@ fn catalog() -> Catalog {
 }
 
 fn check(name: &str, text: &str, catalog: &Catalog) -> (Sources, Result<(Spec, Diagnostics), Diagnostics>) {
-    // The command line's own chain (`render::pipeline`): unknown fields do not hide semantic problems.
+    // The command line's own chain (`pipeline`): unknown fields do not hide semantic problems.
     let mut sources = Sources::new();
-    let mut read = gpuplan::render::pipeline::no_measurement_files;
-    let result = gpuplan::render::pipeline::check_manifest(&mut sources, name, text, catalog, &mut read)
+    let mut read = gpuplan::pipeline::no_measurement_files;
+    let result = gpuplan::pipeline::check_manifest(&mut sources, name, text, catalog, &mut read)
         .map(|checked| (checked.spec, checked.warnings));
     (sources, result)
 }

@@ -21,7 +21,8 @@ use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostics;
 use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
 use crate::plan::build::{self, Figures};
-use crate::plan::previous::{PrevMode, PrevNode, Previous};
+use crate::plan::day2::changes::{NodeChange, node_change};
+use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
 use crate::plan::problem::{self, Kind, Need, Problem};
 use crate::plan::{GpuMode, Plan};
 use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
@@ -60,7 +61,7 @@ impl Scratch<'_> {
         let (running, spec, catalog) = (&mut self.running, self.spec, self.catalog);
         self.done.get_or_insert_with(|| match running.take() {
             Some(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
-            None => super::plan(spec, catalog),
+            None => crate::plan::plan(spec, catalog),
         })
     }
 }
@@ -71,7 +72,7 @@ pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Rep
         // No thread to be had: it is solved here, when first needed.
         let running = std::thread::Builder::new()
             .name("gpuplan-from-scratch".to_owned())
-            .spawn_scoped(s, || super::plan(spec, catalog))
+            .spawn_scoped(s, || crate::plan::plan(spec, catalog))
             .ok();
         let mut scratch = Scratch { spec, catalog, running, done: None };
         replan_with(spec, catalog, previous, &mut scratch)
@@ -107,7 +108,7 @@ fn replan_with(
         return Ok(finish(plan, notes, 0, true, scratch));
     }
     let problem = problem::build(spec, catalog);
-    let diags = super::infeasible::unservable(&problem);
+    let diags = crate::plan::infeasible::unservable(&problem);
     if diags.has_errors() {
         return Err(diags);
     }
@@ -864,7 +865,7 @@ fn repartition(
     let try_size = |s: usize| -> Option<Plan> {
         let chosen = &cands[..s.min(cands.len())];
         let sub = sub_spec(spec, problem, a, missing, chosen)?;
-        super::plan(&sub, catalog).ok()
+        crate::plan::plan(&sub, catalog).ok()
     };
     let mut lo = 0usize;
     let mut hi = 1usize;
@@ -1003,7 +1004,7 @@ fn merge(problem: &Problem<'_>, a: &mut Assignment, sub: &Plan, chosen: &[(usize
 }
 
 fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
-    use crate::plan::previous::{PrevGpu, PrevInstance, PrevTenant};
+    use crate::plan::day2::previous::{PrevGpu, PrevInstance, PrevTenant};
     PrevNode {
         name: n.name.clone(),
         mig_config: n.mig_config.clone(),
@@ -1107,70 +1108,6 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
     }
 }
 
-/// Sorted MIG profile names per GPU (empty for MIG disabled).
-fn layout_of_plan(n: &crate::plan::NodePlan) -> Vec<Vec<String>> {
-    n.gpus
-        .iter()
-        .map(|g| match &g.mode {
-            GpuMode::Mig { instances } => sorted_profiles(instances.iter().map(|i| &i.profile)),
-            _ => Vec::new(),
-        })
-        .collect()
-}
-
-fn layout_of_prev(n: &PrevNode) -> Vec<Vec<String>> {
-    n.gpus
-        .iter()
-        .map(|g| match &g.mode {
-            PrevMode::Mig { instances } => sorted_profiles(instances.iter().map(|i| &i.profile)),
-            _ => Vec::new(),
-        })
-        .collect()
-}
-
-/// One GPU's MIG profile names, sorted: the layout as a comparable value.
-fn sorted_profiles<'a>(profiles: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let mut v: Vec<String> = profiles.cloned().collect();
-    v.sort();
-    v
-}
-
-/// How a node's configuration changes against the previous plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeChange {
-    /// Same MIG layout per GPU and same device-plugin sharing.
-    None,
-    /// Only GPUs that ran nothing in the previous plan change, and the sharing config changes
-    /// only on a node that ran nothing: no pod is disturbed, no drain.
-    IdleOnly,
-    /// A GPU that ran replicas changes its layout, or the sharing config of a node that ran
-    /// replicas changes: the node is drained first.
-    Drain,
-}
-
-/// Compares a node of the new plan with its previous state (`None`: new to the plan).
-pub fn node_change(
-    n: &crate::plan::NodePlan,
-    configs: &BTreeMap<String, crate::plan::DevicePluginConfig>,
-    previous: &Previous,
-    pn: Option<&PrevNode>,
-) -> NodeChange {
-    let Some(pn) = pn else { return NodeChange::None };
-    let sharing_new = configs.get(&n.device_plugin_config).map(|c| c.time_slicing.clone());
-    let sharing_old =
-        previous.device_plugin_configs.get(&pn.device_plugin_config).map(|c| c.time_slicing.clone());
-    let busy = |i: usize| pn.gpus.get(i).is_some_and(|g| !g.tenants.is_empty());
-    let node_busy = pn.gpus.iter().any(|g| !g.tenants.is_empty());
-    let (new, old) = (layout_of_plan(n), layout_of_prev(pn));
-    let sharing_changed = sharing_new.unwrap_or_default() != sharing_old.unwrap_or_default();
-    if new == old && !sharing_changed {
-        return NodeChange::None;
-    }
-    let gpu_drain = new.len() != old.len() && node_busy
-        || new.iter().zip(&old).enumerate().any(|(i, (x, y))| x != y && busy(i));
-    if gpu_drain || (sharing_changed && node_busy) { NodeChange::Drain } else { NodeChange::IdleOnly }
-}
-
 /// Sets `must_drain` on every node where [`node_change`] says so: a GPU that ran replicas
 /// changes its MIG layout, or the device-plugin sharing of a node that ran replicas changes
 /// (nodes new to the plan, and GPUs that ran nothing, need no drain). It keeps `must_drain`
@@ -1189,7 +1126,7 @@ pub fn set_must_drain(plan: &mut Plan, previous: &Previous) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::replan;
     use crate::bench::{A100, catalog, model, pool, spec};
 
     /// A node removed: its small replicas are packed onto MIG instances of GPUs that ran
@@ -1200,9 +1137,9 @@ mod tests {
         let models: Vec<_> = (0..6).map(|i| model(&format!("m{i}"), 9 * 1024, 0.1, 2)).collect();
         let before = spec("t", vec![pool("a", A100, 2, nodes(4))], models.clone());
         let cat = catalog();
-        let first = super::super::plan(&before, &cat).expect("plans");
+        let first = crate::plan::plan(&before, &cat).expect("plans");
         let prev =
-            crate::plan::previous::parse(&serde_json::to_string(&first).expect("json")).expect("reads");
+            crate::plan::day2::previous::parse(&serde_json::to_string(&first).expect("json")).expect("reads");
         // Remove the first node that runs replicas.
         let busy = first.pools[0]
             .nodes
@@ -1225,7 +1162,7 @@ mod tests {
         assert!(r.plan.pools.iter().flat_map(|p| &p.nodes).all(|n| !n.must_drain));
         for g in r.plan.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus) {
             assert!(
-                !matches!(g.mode, GpuMode::Whole) || g.tenants.is_empty(),
+                !matches!(g.mode, crate::plan::GpuMode::Whole) || g.tenants.is_empty(),
                 "a small replica on a whole GPU"
             );
         }

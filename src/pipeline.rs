@@ -1,13 +1,19 @@
-//! The stages chained in one place: manifest text → spec → plan → bundle.
+//! The pipeline: the stages chained in one place, one entry per question.
+//!
+//! - [`check_manifest`]: manifest text → spec (`validate`, and the first step of the others);
+//! - [`plan`]: spec → plan, verified (`explain`);
+//! - [`compile`]: spec → plan, verified → bundle, over the previous plan when there is one
+//!   (`compile`, `check`, `diff`);
+//! - [`bundle_from_manifest`]: the first and the last together (library users, tests).
 //!
 //! In: a manifest's name and text, the catalog, the templates, and a reader for the measurement
 //! files the manifest references (the caller's IO: the command line reads them relative to the
 //! manifest, tests from fixtures). Out: the spec, plan and bundle with the warnings found on the
-//! way, or the diagnostics of the stage that refused the input, with the [`Sources`] they point
-//! into. `gpuplan compile`, `check`, `diff`, `validate` and the tests all go through here; the
-//! command layer only reads files and hands the bundle to [`crate::emit`].
+//! way, or a [`Failure`]: the diagnostics of the stage that refused the input (with the
+//! [`Sources`] they point into), or the verifier's violations when the planner broke its own
+//! rules. The command layer only reads files and hands the bundle to [`crate::emit`].
 //!
-//! Day 2 ([`plan_and_render_over`]): with the previous `plan.json`, the chain is re-plan →
+//! Day 2 ([`compile`] with a previous plan): the chain is re-plan →
 //! render → changes (the rollout waves read the PodDisruptionBudgets of the rendered bundle) →
 //! the report and `plan.json` rendered again when the changes section is new (no other file
 //! shows it). Stability rule: when the new plan equals the
@@ -18,12 +24,13 @@ use crate::catalog::Catalog;
 use crate::diagnostics::{Diagnostic, Diagnostics, Sources, codes};
 use crate::manifest::Manifest;
 use crate::plan::Plan;
-use crate::plan::previous::PreviousInput;
-use crate::plan::replan;
-use crate::plan::rollout::{self, Changes, Facts};
+use crate::plan::day2::changes::Changes;
+use crate::plan::day2::previous::PreviousInput;
+use crate::plan::day2::replan;
+use crate::plan::day2::rollout::{self, Facts};
+use crate::render::{Bundle, Templates, paths, render};
 use crate::spec::Spec;
-
-use super::{Bundle, Templates};
+use crate::verify::Violation;
 
 /// Reads a measurements file named in the manifest (`demand.measurements`): the name to show
 /// in diagnostics and the text, or why it cannot be read (`` `path`: reason ``).
@@ -40,16 +47,6 @@ pub fn no_measurement_files(reference: &str) -> Result<(String, String), String>
 pub struct Checked {
     pub spec: Spec,
     /// Warnings of the manifest and spec stages (never errors).
-    pub warnings: Diagnostics,
-}
-
-/// A compiled manifest.
-#[derive(Debug)]
-pub struct Compiled {
-    pub spec: Spec,
-    pub plan: Plan,
-    pub bundle: Bundle,
-    /// Warnings of every stage (never errors).
     pub warnings: Diagnostics,
 }
 
@@ -78,41 +75,73 @@ pub fn check_manifest(
     }
 }
 
-/// Spec → plan → bundle.
-pub fn plan_and_render(
-    spec: &Spec,
-    catalog: &Catalog,
-    templates: &Templates,
-) -> Result<(Plan, Bundle), Diagnostics> {
-    let plan = crate::plan::plan(spec, catalog)?;
-    let bundle = super::render(spec, catalog, &plan, templates)?;
-    Ok((plan, bundle))
+/// Why a compile produced no plan.
+#[derive(Debug)]
+pub enum Failure {
+    /// The input is refused: the diagnostics say why (exit 1).
+    Refused(Diagnostics),
+    /// The planner's plan breaks rules the verifier checks: gpuplan's own bug, never a user
+    /// mistake (exit 2).
+    Unverified(Vec<Violation>),
 }
 
-/// A day-2 compile.
+impl From<Diagnostics> for Failure {
+    fn from(d: Diagnostics) -> Self {
+        Failure::Refused(d)
+    }
+}
+
+impl Failure {
+    /// The sentence for an unverified plan: the first ten violations and how many more.
+    pub fn internal_message(violations: &[Violation]) -> String {
+        let list: Vec<String> = violations.iter().take(10).map(|v| format!("  {v}")).collect();
+        let more = violations.len().saturating_sub(10);
+        format!(
+            "internal: the plan breaks {} of gpuplan's own rules (a planner bug; please report it with the manifest):\n{}{}",
+            violations.len(),
+            list.join("\n"),
+            if more > 0 { format!("\n  and {more} more") } else { String::new() }
+        )
+    }
+}
+
+/// Runs the verifier on a plan the planner made ([`crate::verify::check`]).
+fn verified(spec: &Spec, catalog: &Catalog, plan: Plan) -> Result<Plan, Failure> {
+    let violations = crate::verify::check(spec, catalog, &plan);
+    if violations.is_empty() { Ok(plan) } else { Err(Failure::Unverified(violations)) }
+}
+
+/// Spec → plan, verified (`gpuplan explain`).
+pub fn plan(spec: &Spec, catalog: &Catalog) -> Result<Plan, Failure> {
+    let plan = crate::plan::plan(spec, catalog)?;
+    verified(spec, catalog, plan)
+}
+
+/// A compile: the plan, the bundle and, over a previous plan, the changes.
 #[derive(Clone, Debug)]
-pub struct Day2Compiled {
+pub struct Compiled {
     pub plan: Plan,
     pub bundle: Bundle,
     /// The changes against the previous plan (`None` without one).
     pub changes: Option<Changes>,
 }
 
-/// Spec → plan → bundle over the previous plan when given (re-plan, render, changes, the report
-/// and `plan.json` again when the changes section is new), else [`plan_and_render`].
-pub fn plan_and_render_over(
+/// Spec → plan (verified) → bundle, over the previous plan when given (re-plan, render,
+/// changes, the report and `plan.json` again when the changes section is new).
+pub fn compile(
     spec: &Spec,
     catalog: &Catalog,
     templates: &Templates,
     previous: Option<&PreviousInput>,
-) -> Result<Day2Compiled, Diagnostics> {
+) -> Result<Compiled, Failure> {
     let Some(prev) = previous else {
-        let (plan, bundle) = plan_and_render(spec, catalog, templates)?;
-        return Ok(Day2Compiled { plan, bundle, changes: None });
+        let plan = plan(spec, catalog)?;
+        let bundle = render(spec, catalog, &plan, templates)?;
+        return Ok(Compiled { plan, bundle, changes: None });
     };
     let r = replan::replan(spec, catalog, &prev.plan)?;
-    let mut plan = r.plan;
-    let bundle = super::render(spec, catalog, &plan, templates)?;
+    let mut plan = verified(spec, catalog, r.plan)?;
+    let mut bundle = render(spec, catalog, &plan, templates)?;
     let facts = Facts {
         notes: r.notes,
         repartition_lower_bound: r.repartition_lower_bound,
@@ -128,13 +157,12 @@ pub fn plan_and_render_over(
     };
     let unchanged = serde_json::to_value(&plan).ok().map(strip) == Some(strip(prev.value.clone()));
     plan.changes = if unchanged {
-        prev.plan.changes.clone()
+        prev.value.get("changes").and_then(|c| serde_json::from_value(c.clone()).ok())
     } else if fresh.is_empty() {
         None
     } else {
         Some(fresh.clone())
     };
-    let mut bundle = bundle;
     if plan.changes.is_some() {
         // Only the report (`PLAN.md`, pictures) and `plan.json` show the changes section.
         let one = |d: Diagnostic| {
@@ -142,13 +170,24 @@ pub fn plan_and_render_over(
             all.push(d);
             all
         };
-        bundle.files.extend(super::report::render(spec, catalog, &plan).map_err(one)?);
-        bundle.files.insert(super::paths::PLAN_JSON.to_owned(), super::plan_json(&plan).map_err(one)?);
+        bundle.files.extend(crate::render::report::render(spec, catalog, &plan).map_err(one)?);
+        bundle.files.insert(paths::PLAN_JSON.to_owned(), crate::render::plan_json(&plan).map_err(one)?);
     }
-    Ok(Day2Compiled { plan, bundle, changes: Some(fresh) })
+    Ok(Compiled { plan, bundle, changes: Some(fresh) })
 }
 
-/// Manifest text → spec → plan → bundle: [`check_manifest`], then [`plan_and_render`].
+/// A compiled manifest (the tests' and library users' one call).
+#[derive(Debug)]
+pub struct CompiledManifest {
+    pub spec: Spec,
+    pub plan: Plan,
+    pub bundle: Bundle,
+    /// Warnings of every stage (never errors).
+    pub warnings: Diagnostics,
+}
+
+/// Manifest text → spec → plan (verified) → bundle: [`check_manifest`], then [`compile`]
+/// without a previous plan.
 pub fn bundle_from_manifest(
     sources: &mut Sources,
     name: &str,
@@ -156,10 +195,10 @@ pub fn bundle_from_manifest(
     catalog: &Catalog,
     templates: &Templates,
     read: &mut ReadMeasurements<'_>,
-) -> Result<Compiled, Diagnostics> {
+) -> Result<CompiledManifest, Failure> {
     let Checked { spec, warnings } = check_manifest(sources, name, text, catalog, read)?;
-    let (plan, bundle) = plan_and_render(&spec, catalog, templates)?;
-    Ok(Compiled { spec, plan, bundle, warnings })
+    let Compiled { plan, bundle, .. } = compile(&spec, catalog, templates, None)?;
+    Ok(CompiledManifest { spec, plan, bundle, warnings })
 }
 
 /// Reads every measurements file the manifest references into `manifest.measurements`.

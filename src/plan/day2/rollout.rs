@@ -8,82 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
-use super::Plan;
-use super::previous::Previous;
-
-/// The changes section of `plan.json` (and of `PLAN.md`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Changes {
-    pub gpus_before: u32,
-    pub gpus_after: u32,
-    pub cost_per_hour_before: Option<f64>,
-    pub cost_per_hour_after: Option<f64>,
-    /// GPUs and cost per hour of a from-scratch plan of the same manifest (the price of
-    /// stability is `gpusAfter - fromScratchGpus`).
-    pub from_scratch_gpus: Option<u32>,
-    pub from_scratch_cost_per_hour: Option<f64>,
-    pub models_added: Vec<ModelCount>,
-    pub models_removed: Vec<ModelCount>,
-    /// Models whose replica count changed or whose replicas run on other nodes.
-    pub models_changed: Vec<ModelChange>,
-    /// Nodes whose MIG layout or device-plugin config changes (they are drained).
-    pub nodes_repartitioned: Vec<String>,
-    /// Nodes whose MIG layout or sharing changes only on GPUs that ran nothing (no drain; their
-    /// labels sync with the bundle).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub nodes_configured: Vec<String>,
-    /// A cheap lower bound on how many nodes any re-plan had to re-partition.
-    pub repartition_lower_bound: u32,
-    /// Replicas that stop on one node and start on another.
-    pub replicas_moved: u32,
-    pub waves: Vec<Wave>,
-    pub notes: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ModelCount {
-    pub model: String,
-    pub replicas: u32,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ModelChange {
-    pub model: String,
-    pub replicas_before: u32,
-    pub replicas_after: u32,
-    pub moved: u32,
-}
-
-/// One step of the rollout: nodes drained and re-partitioned together.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Wave {
-    pub number: u32,
-    pub nodes: Vec<String>,
-    /// Replicas evicted in this wave, per model.
-    pub evicts: Vec<ModelCount>,
-    /// Set when no order keeps every model within its budget: the models that go below it.
-    pub below_budget: Vec<String>,
-    /// What to do, in order.
-    pub steps: Vec<String>,
-}
-
-impl Changes {
-    /// Whether nothing placed differs.
-    pub fn is_empty(&self) -> bool {
-        self.models_added.is_empty()
-            && self.models_removed.is_empty()
-            && self.models_changed.is_empty()
-            && self.nodes_repartitioned.is_empty()
-            && self.nodes_configured.is_empty()
-            && self.gpus_before == self.gpus_after
-    }
-}
+use crate::plan::Plan;
+use crate::plan::day2::changes::{Changes, ModelChange, ModelCount, NodeChange, Wave, node_change};
+use crate::plan::day2::previous::Previous;
 
 /// A model's PodDisruptionBudget, as rendered.
 #[derive(Clone, Debug, PartialEq)]
@@ -295,12 +222,12 @@ pub fn changes(
         .flat_map(|p| &p.nodes)
         .filter(|n| {
             !n.must_drain
-                && super::replan::node_change(
+                && node_change(
                     n,
                     &plan.device_plugin_configs,
                     prev,
                     prev_nodes.get(n.name.as_str()).map(|(_, pn)| *pn),
-                ) != super::replan::NodeChange::None
+                ) != NodeChange::None
         })
         .map(|n| n.name.clone())
         .collect();
@@ -530,7 +457,9 @@ pub fn summary_lines(ch: &Changes) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
+
+    use super::{Budget, IntOrPercent, budgets, waves};
 
     fn counts(v: &[(&str, &str, u32)]) -> BTreeMap<String, BTreeMap<String, u32>> {
         let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();

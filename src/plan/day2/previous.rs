@@ -2,7 +2,7 @@
 //!
 //! In: the text of a `plan.json` written by this or another gpuplan version. Out: a [`Previous`]
 //! with, per node, each GPU's mode (MIG instances, time-slicing, whole) and tenants, the node's
-//! configs, and the changes section it carried — or a one-line reason why the text is not a
+//! configs — or a one-line reason why the text is not a
 //! plan. Unknown fields are ignored and missing ones take defaults, so that a plan written by an
 //! older or newer gpuplan still reads; what no longer matches the manifest is judged by
 //! [`super::replan`], which turns it into notes, never into a failure.
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DevicePluginConfig, MigConfig, MigConfigEntry};
+use crate::plan::{DevicePluginConfig, MigConfig, MigConfigEntry};
 
 /// A previous plan, as far as re-planning needs it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -23,8 +23,6 @@ pub struct Previous {
     pub mig_configs: BTreeMap<String, PrevMigConfig>,
     pub device_plugin_configs: BTreeMap<String, PrevPluginConfig>,
     pub quality: PrevQuality,
-    /// The rollout that led to this plan (carried over while the plan does not change).
-    pub changes: Option<super::rollout::Changes>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -186,7 +184,7 @@ pub fn parse(text: &str) -> Result<Previous, String> {
 }
 
 /// A previous `plan.json`: parsed, and as a JSON value for the stability rule
-/// (`render::pipeline::plan_and_render_over`).
+/// (`pipeline::compile`), which also reads the changes section it carried from there.
 #[derive(Clone, Debug)]
 pub struct PreviousInput {
     pub plan: Previous,
@@ -204,7 +202,7 @@ impl PreviousInput {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{PrevMode, parse};
 
     #[test]
     fn reads_a_plan_with_unknown_and_missing_fields() {

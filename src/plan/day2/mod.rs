@@ -1,0 +1,11 @@
+//! Day 2: planning on top of what runs today.
+//!
+//! Files, lowest first (each imports only those before it): [`previous`] reads a committed
+//! `plan.json`; [`changes`] holds the changes section's types and the one rule of whether a
+//! node's change needs a drain; [`replan`] re-plans from the previous plan, changing as little
+//! as the manifest allows; [`rollout`] computes the changes section and its waves.
+
+pub mod changes;
+pub mod previous;
+pub mod replan;
+pub mod rollout;
