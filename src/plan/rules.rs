@@ -13,6 +13,25 @@ use crate::spec::Latency;
 /// Slack for comparisons of shares computed in floating point.
 const EPS: f64 = 1e-9;
 
+/// Memory a tenant may use on a device (a whole GPU or a MIG instance) of `mib` NVML MiB,
+/// after `policy.memoryHeadroom` (validated to lie in 0–0.5; clamped here to 0–1 so that the
+/// result is never negative whatever the caller passes).
+pub fn usable_mib(mib: u64, headroom: f64) -> f64 {
+    mib as f64 * (1.0 - headroom.clamp(0.0, 1.0))
+}
+
+/// The memory each of `k` replicas of a shared device may use: the device plugin, not
+/// gpuplan, picks the physical device a shared replica lands on, so every replica must fit
+/// `1/k` of the device's usable memory ([`usable_mib`]).
+pub fn slot_mib(usable: f64, k: u32) -> f64 {
+    usable / f64::from(k.max(1))
+}
+
+/// The share of a device one of its `k` shared replicas takes: `1/k`.
+pub fn slot_share(k: u32) -> f64 {
+    1.0 / f64::from(k.max(1))
+}
+
 /// Time-slicing compute: the device plugin picks the device, so any `k` tenants of a shared
 /// resource may land together; they fit when the `k` largest computes together stay within
 /// `efficiency × capacity` (capacity: 1 for a whole GPU, the instance's SM share for MIG).

@@ -331,7 +331,7 @@ impl<'a> Checker<'a> {
         sharing: &BTreeMap<String, u32>,
     ) {
         let at = gpu_at(&pool.name, &node.name, g.index);
-        let headroom = 1.0 - self.spec.policy.memory_headroom.clamp(0.0, 1.0);
+        let headroom = self.spec.policy.memory_headroom;
         let efficiency = self.spec.policy.time_slicing_efficiency;
         for t in &g.tenants {
             if self.model(&t.model).is_none() {
@@ -362,7 +362,13 @@ impl<'a> Checker<'a> {
                 }
                 for m in models {
                     let per_gpu = m.memory_mib.div_ceil(u64::from(m.gpus.unwrap_or(1).max(1)));
-                    self.check_memory(&at, m, per_gpu, gpu.memory_mib as f64 * headroom, "the GPU");
+                    self.check_memory(
+                        &at,
+                        m,
+                        per_gpu,
+                        rules::usable_mib(gpu.memory_mib, headroom),
+                        "the GPU",
+                    );
                     if m.compute > 1.0 + EPS {
                         self.push(
                             Kind::Compute,
@@ -400,7 +406,7 @@ impl<'a> Checker<'a> {
                         format!("{} tenants on {k} time-slicing replicas", g.tenants.len()),
                     );
                 }
-                let share = gpu.memory_mib as f64 * headroom / f64::from(k.max(1));
+                let share = rules::slot_mib(rules::usable_mib(gpu.memory_mib, headroom), k);
                 let computes: Vec<f64> = models.iter().map(|m| m.compute).collect();
                 let total: f64 = computes.iter().sum();
                 if !rules::shared_compute_fits(&computes, k, efficiency, 1.0) {
@@ -484,7 +490,7 @@ impl<'a> Checker<'a> {
             }
             used[range].iter_mut().for_each(|u| *u = true);
         }
-        let headroom = 1.0 - self.spec.policy.memory_headroom.clamp(0.0, 1.0);
+        let headroom = self.spec.policy.memory_headroom;
         let efficiency = self.spec.policy.time_slicing_efficiency;
         for t in &g.tenants {
             let found = t.instance_start.and_then(|s| instances.iter().find(|i| i.start == s));
@@ -530,7 +536,7 @@ impl<'a> Checker<'a> {
                     }
                     let resource = self.shared_name(&base);
                     for m in here {
-                        let share = p.memory_mib as f64 * headroom / f64::from(k.max(1));
+                        let share = rules::slot_mib(rules::usable_mib(p.memory_mib, headroom), k);
                         self.check_memory(
                             &inst_at,
                             m,
@@ -559,7 +565,7 @@ impl<'a> Checker<'a> {
                             &inst_at,
                             m,
                             m.memory_mib,
-                            p.memory_mib as f64 * headroom,
+                            rules::usable_mib(p.memory_mib, headroom),
                             "the instance",
                         );
                         if m.compute > sm_share + EPS {
