@@ -101,6 +101,8 @@ pub enum Refusal {
     /// The baseline was measured on another GPU type and one of the two has no throughput
     /// figures in the catalog to scale it by: (measured on, wanted on).
     NoThroughput(String, String),
+    /// A replica over several whole GPUs (tensor parallel): the law has no such runs.
+    MultiGpu,
     /// MPS: the replica's own load is above [`mps::MPS_MAX_OWN_LOAD`].
     MpsOwnLoadAboveRange(f64),
     /// MPS: all clients' loads together exceed [`mps::MPS_MAX_TOTAL_LOAD`].
@@ -140,6 +142,7 @@ impl fmt::Display for Refusal {
                 f,
                 "the baseline was measured on `{from}` and the catalog has no throughput figures to move it to `{to}`"
             ),
+            Self::MultiGpu => write!(f, "no runs of a replica over several GPUs"),
             Self::MpsOwnLoadAboveRange(u) => {
                 write!(f, "MPS: own load {u:.2} is above the calibrated {}", mps::MPS_MAX_OWN_LOAD)
             }

@@ -12,8 +12,9 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, GpuModel};
+use crate::plan::latency::Refusal;
 use crate::plan::layouts::{self, Layout};
-use crate::plan::rules;
+use crate::plan::rules::{self, AloneSlo};
 use crate::spec::{Demand, Isolation, MigStrategy, Model, Policy, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
@@ -40,6 +41,9 @@ pub(crate) struct Opt {
     pub rps: Option<f64>,
     /// Predicted p99 latency, when the model gives a latency baseline.
     pub p99_ms: Option<f64>,
+    /// Why the SLO of a replica alone on its device is unverified (the latency model refuses
+    /// there; [`rules::alone_slo`]), with what to measure.
+    pub unverified: Option<String>,
     /// Share of a GPU this option occupies (for ordering and first-fit-decreasing).
     pub size: f64,
     /// A share no GPU can exceed in total over its replicas (for the size lower bound): the
@@ -427,7 +431,57 @@ impl Sink<'_> {
     }
 
     fn admit(&mut self, kind: Kind, p99_ms: Option<f64>, size: f64, bound_share: f64) {
-        self.options.push(Opt { pool: self.pi, kind, rps: None, p99_ms, size, bound_share });
+        self.options.push(Opt {
+            pool: self.pi,
+            kind,
+            rps: None,
+            p99_ms,
+            unverified: None,
+            size,
+            bound_share,
+        });
+    }
+
+    /// Admits an option whose replica is alone on its device, by [`rules::alone_slo`]: a
+    /// prediction above the SLO rejects it (`label` names the device), a refusal of the model
+    /// admits it with its SLO unverified.
+    fn admit_alone(
+        &mut self,
+        c: &Candidate<'_, '_>,
+        kind: Kind,
+        predicted: Option<(f64, Result<f64, Refusal>)>,
+        label: &str,
+        size: (f64, f64),
+    ) {
+        let (mut p99_ms, mut unverified) = (None, None);
+        match predicted.map(|(slo, p)| (slo, rules::alone_slo(p, slo))) {
+            Some((slo, AloneSlo::Missed(pred))) => {
+                let at = if kind == Kind::Whole(1) {
+                    format!(" at compute {:.2}", c.m.compute)
+                } else {
+                    String::new()
+                };
+                self.reject(
+                    Reason::Latency,
+                    format!("{label} predicts a p99 of {pred:.1} ms{at}, above the {slo:.1} ms SLO"),
+                );
+                return;
+            }
+            Some((_, AloneSlo::Met(pred))) => p99_ms = Some(pred),
+            Some((_, AloneSlo::Unverified(why))) => {
+                unverified = Some(rules::unverified_slo(label, &c.pool.gpu.id, &why));
+            }
+            None => {}
+        }
+        self.options.push(Opt {
+            pool: self.pi,
+            kind,
+            rps: None,
+            p99_ms,
+            unverified,
+            size: size.0,
+            bound_share: size.1,
+        });
     }
 }
 
@@ -536,6 +590,12 @@ fn multi_gpu_option(pool: &PoolCtx<'_>, m: &Model, n: u32, gpu_mib: f64, out: &m
         );
     } else {
         out.admit(Kind::Whole(n), None, f64::from(n), f64::from(n));
+        if m.latency.as_ref().is_some_and(|l| l.baseline_ms.is_some())
+            && let Some(o) = out.options.last_mut()
+        {
+            let why = rules::unverified_slo(&format!("{n} whole GPUs"), &pool.gpu.id, &Refusal::MultiGpu);
+            o.unverified = Some(why);
+        }
     }
 }
 
@@ -558,25 +618,8 @@ fn whole_gpu_option(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
         out.reject(Reason::Compute, format!("compute {:.2} exceeds one whole GPU", m.compute));
         return;
     }
-    let p99 = match c.baseline.map(|(slo, b)| rules::whole_p99_ms(b, m.compute).map(|p| (slo, p))) {
-        Some(Err(why)) => {
-            out.reject(Reason::Latency, format!("a whole GPU: the latency model refuses: {why}"));
-            return;
-        }
-        Some(Ok(v)) => Some(v),
-        None => None,
-    };
-    if let Some((slo, pred)) = p99.filter(|&(slo, pred)| pred > slo) {
-        out.reject(
-            Reason::Latency,
-            format!(
-                "a whole GPU predicts a p99 of {pred:.1} ms at compute {:.2}, above the {slo:.1} ms SLO",
-                m.compute
-            ),
-        );
-        return;
-    }
-    out.admit(Kind::Whole(1), p99.map(|(_, v)| v), 1.0, 1.0);
+    let predicted = c.baseline.map(|(slo, b)| (slo, rules::whole_p99_ms(b, m.compute)));
+    out.admit_alone(c, Kind::Whole(1), predicted, "a whole GPU", (1.0, 1.0));
 }
 
 /// The share of a GPU a MIG instance of this profile occupies: (larger, smaller) of its
@@ -621,26 +664,9 @@ fn mig_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
             );
             continue;
         }
-        let p99 = match c
-            .baseline
-            .map(|(slo, b)| rules::mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute).map(|v| (slo, v)))
-        {
-            Some(Err(why)) => {
-                out.reject(Reason::Latency, format!("`{}`: the latency model refuses: {why}", p.name));
-                continue;
-            }
-            Some(Ok(v)) => Some(v),
-            None => None,
-        };
-        if let Some((slo, pred)) = p99.filter(|&(slo, pred)| pred > slo) {
-            out.reject(
-                Reason::Latency,
-                format!("`{}` predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO", p.name),
-            );
-            continue;
-        }
-        let (size, bound_share) = mig_shares(pool, p);
-        out.admit(Kind::Mig(q), p99.map(|(_, v)| v), size, bound_share);
+        let predicted =
+            c.baseline.map(|(slo, b)| (slo, rules::mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute)));
+        out.admit_alone(c, Kind::Mig(q), predicted, &format!("`{}`", p.name), mig_shares(pool, p));
     }
 }
 
@@ -821,6 +847,7 @@ fn rate_options(
             kind,
             rps: Some(rps),
             p99_ms: None,
+            unverified: None,
             size: size.0,
             bound_share: size.1,
         });

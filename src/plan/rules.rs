@@ -74,6 +74,38 @@ pub fn uncalibrated(latency: &Latency, gpu: &GpuModel, mig: bool) -> Option<Stri
     (!why.is_empty()).then(|| format!("uncalibrated: {}", why.join("; ")))
 }
 
+/// What a latency prediction says about the SLO of a replica alone on its device.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AloneSlo {
+    /// Predicted within the SLO.
+    Met(f64),
+    /// Predicted above the SLO.
+    Missed(f64),
+    /// The model refuses to predict (outside its calibrated range): the SLO is unverified.
+    Unverified(Refusal),
+}
+
+/// The rule for a replica alone on its device (a whole GPU, a MIG instance, n whole GPUs):
+/// nothing the planner chooses makes it faster there, so a refusal of the latency model never
+/// rejects it; its SLO is reported unverified, with what to measure. Only a prediction above
+/// the SLO rejects it. Co-location options outside the range are refused instead (the
+/// planner can choose another). The planner and the verifier both judge by this.
+pub fn alone_slo(predicted: Result<f64, Refusal>, slo_ms: f64) -> AloneSlo {
+    match predicted {
+        Ok(p) if p.is_nan() || p > slo_ms + EPS => AloneSlo::Missed(p),
+        Ok(p) => AloneSlo::Met(p),
+        Err(why) => AloneSlo::Unverified(why),
+    }
+}
+
+/// The sentence `plan.json`, `PLAN.md` and `explain` give for an unverified SLO: why, and what
+/// to measure.
+pub fn unverified_slo(device: &str, gpu: &str, why: &Refusal) -> String {
+    format!(
+        "SLO unverified on {device} of `{gpu}`: the latency model refuses ({why}); measure the replica's p99 there at its load (genai-perf or perf_analyzer) and record it with `gpuplan measurements import`"
+    )
+}
+
 /// Predicted p99 of a replica alone on a whole GPU at its own load `compute`, from its p99
 /// measured alone at light load ([`latency::predict_p99_ms`] with no neighbours).
 pub fn whole_p99_ms(baseline_ms: f64, compute: f64) -> Result<f64, Refusal> {

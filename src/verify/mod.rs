@@ -383,7 +383,7 @@ impl<'a> Checker<'a> {
                         .and_then(|l| rules::baseline_ms(l, gpu))
                         .filter(|_| m.gpus.unwrap_or(1) <= 1)
                         .map(|b| b.and_then(|b| rules::whole_p99_ms(b, m.compute)));
-                    self.check_latency(&at, m, p99);
+                    self.check_alone_latency(&at, m, p99);
                     self.record(m, pool, node, g.index, "nvidia.com/gpu".to_owned(), None);
                 }
             }
@@ -584,7 +584,7 @@ impl<'a> Checker<'a> {
                             .as_ref()
                             .and_then(|l| rules::baseline_ms(l, gpu))
                             .map(|b| b.and_then(|b| rules::mig_p99_ms(b, gpu.sms, p.sms, m.compute)));
-                        self.check_latency(&inst_at, m, p99);
+                        self.check_alone_latency(&inst_at, m, p99);
                         self.record(m, pool, node, g.index, base.clone(), None);
                     }
                 }
@@ -741,6 +741,16 @@ impl<'a> Checker<'a> {
                 at.to_owned(),
                 format!("`{}`: the latency model refuses to predict: {why}", m.name),
             ),
+        }
+    }
+
+    /// A replica alone on its device is judged by [`rules::alone_slo`]: a prediction above the
+    /// SLO is a violation, a refusal of the model is not (nothing the plan could choose would
+    /// change its latency; the plan reports the SLO unverified).
+    fn check_alone_latency(&mut self, at: &str, m: &Model, predicted: Option<Result<f64, Refusal>>) {
+        let (Some(l), Some(predicted)) = (&m.latency, predicted) else { return };
+        if let rules::AloneSlo::Missed(_) = rules::alone_slo(predicted.clone(), l.p99_ms) {
+            self.check_latency(at, m, Some(predicted));
         }
     }
 
