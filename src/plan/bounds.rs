@@ -24,6 +24,7 @@ use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, con
 
 use crate::catalog::{GpuModel, layout};
 use crate::plan::problem::Problem;
+use crate::plan::rules;
 use crate::spec::{Demand, Isolation, Model, Pool};
 
 /// Bounds valid for every plan the verifier accepts.
@@ -259,8 +260,7 @@ fn most_slots(memory: f64, capacity: f64, cap: u32) -> u32 {
 /// The ways one unit of demand of `m` may be served on pool `pi` (GPU `gpu`).
 fn model_ways(problem: &Problem<'_>, m: &Model, pi: usize, gpu: &GpuModel) -> Vec<Way> {
     let policy = &problem.spec.policy;
-    let headroom = 1.0 - policy.memory_headroom.clamp(0.0, 1.0);
-    let usable = gpu.memory_mib as f64 * headroom;
+    let usable = rules::usable_mib(gpu.memory_mib, policy.memory_headroom);
     let mem = m.memory_mib as f64;
     let eff = policy.time_slicing_efficiency.max(EPS);
     let profiles = gpu.mig.as_ref().map_or(&[][..], |g| g.profiles.as_slice());
@@ -295,13 +295,13 @@ fn model_ways(problem: &Problem<'_>, m: &Model, pi: usize, gpu: &GpuModel) -> Ve
     // tenants' compute within the efficiency, so every tenant's is.
     let k = most_slots(mem, usable, policy.max_time_slicing_replicas);
     if shared && k >= 2 && m.compute <= eff + EPS {
-        out.push(way(Device::WholeShared, 1.0 / f64::from(k), m.compute / eff));
+        out.push(way(Device::WholeShared, rules::slot_share(k), m.compute / eff));
     }
     if m.isolation == Isolation::Dedicated {
         return out;
     }
     for (q, p) in profiles.iter().enumerate() {
-        let inst = p.memory_mib as f64 * headroom;
+        let inst = rules::usable_mib(p.memory_mib, policy.memory_headroom);
         let sm_share = f64::from(p.sms) / f64::from(gpu.sms.max(1));
         // An exclusive instance: the memory and the compute fit.
         if mem <= inst + EPS && m.compute <= sm_share + EPS {
@@ -312,7 +312,7 @@ fn model_ways(problem: &Problem<'_>, m: &Model, pi: usize, gpu: &GpuModel) -> Ve
         // tenants' compute within efficiency × SM share.
         let k = most_slots(mem, inst, u32::MAX);
         if shared && k >= 1 && sm_share > 0.0 && m.compute <= eff * sm_share + EPS {
-            out.push(way(Device::MigShared(q), 1.0 / f64::from(k), m.compute / (eff * sm_share)));
+            out.push(way(Device::MigShared(q), rules::slot_share(k), m.compute / (eff * sm_share)));
         }
     }
     out

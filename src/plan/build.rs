@@ -283,7 +283,8 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
             one_per_replica += replicas * per;
         }
         let reasons = reasons(problem, a, mi, fig);
-        models.push(ModelPlan { name: mc.name().to_owned(), groups: gs, reasons });
+        let slo_unverified = slo_unverified(problem, a, mi);
+        models.push(ModelPlan { name: mc.name().to_owned(), groups: gs, reasons, slo_unverified });
     }
     // The bounds are reported as computed, never clamped to the plan: a bound above the plan
     // is a bug the verifier reports.
@@ -406,6 +407,20 @@ fn gib(mib: f64) -> String {
     format!("{:.1} GiB", mib / 1024.0)
 }
 
+/// The sentences of the chosen options whose SLO is unverified ([`crate::plan::rules::alone_slo`]),
+/// each once, in option order.
+fn slo_unverified(problem: &Problem<'_>, a: &Assignment, mi: usize) -> Vec<String> {
+    let mc = &problem.models[mi];
+    let mut out: Vec<String> = Vec::new();
+    for o in &mc.options {
+        let chosen = a.replicas.get(&(mi, o.pool, o.kind)).is_some_and(|&n| n > 0);
+        if let Some(why) = o.unverified.as_ref().filter(|w| chosen && !out.contains(w)) {
+            out.push(why.clone());
+        }
+    }
+    out
+}
+
 fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> Vec<String> {
     let mc = &problem.models[mi];
     let m = mc.spec;
@@ -439,6 +454,9 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
             if let Some(r) = o.rps {
                 covered += r * f64::from(n);
                 s.push_str(&format!(", {r:.1} requests/s each"));
+            }
+            if let Some(why) = &o.unverified {
+                s.push_str(&format!("; {why}"));
             }
             if let Some(p) = o.p99_ms {
                 s.push_str(&format!(", predicted p99 {p:.1} ms"));

@@ -15,15 +15,15 @@
 //! u   = ρ_own + NEIGHBOUR_WEIGHT × Σ ρ_neighbours,   k = number of neighbours
 //! ```
 
+pub mod mps;
+pub mod pairs;
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Throughput;
-
-/// Throughput that saturating time-sliced tenants deliver together, in GPU-equivalents (H200:
-/// 1.07–1.16; `tests/data/timeslicing/`). Used by [`round_robin_ms`].
-pub const TIME_SLICING_OVERLAP_GAIN: f64 = 1.1;
+pub use mps::{ClosedLaw, MPS_CLOSED_LAW, MPS_LAW, MpsLaw, TIME_SLICING_CLOSED_LAW};
 
 /// Share of a GPU's compute that time-sliced tenants can use together, when the manifest does not
 /// say (`policy.timeSlicingEfficiency`): NVIDIA measured about 0.76 requests/s per GPU with
@@ -101,6 +101,16 @@ pub enum Refusal {
     /// The baseline was measured on another GPU type and one of the two has no throughput
     /// figures in the catalog to scale it by: (measured on, wanted on).
     NoThroughput(String, String),
+    /// A replica over several whole GPUs (tensor parallel): the law has no such runs.
+    MultiGpu,
+    /// MPS: the replica's own load is above [`mps::MPS_MAX_OWN_LOAD`].
+    MpsOwnLoadAboveRange(f64),
+    /// MPS: all clients' loads together exceed [`mps::MPS_MAX_TOTAL_LOAD`].
+    MpsTotalLoadAboveRange(f64),
+    /// MPS: more than [`mps::MPS_MAX_NEIGHBOURS`] co-running clients.
+    TooManyMpsClients(usize),
+    /// MPS: a thread cap below [`mps::MPS_MIN_THREAD_CAP`].
+    ThreadCapBelowRange(f64),
 }
 
 impl fmt::Display for Refusal {
@@ -131,6 +141,30 @@ impl fmt::Display for Refusal {
             Self::NoThroughput(from, to) => write!(
                 f,
                 "the baseline was measured on `{from}` and the catalog has no throughput figures to move it to `{to}`"
+            ),
+            Self::MultiGpu => write!(f, "no runs of a replica over several GPUs"),
+            Self::MpsOwnLoadAboveRange(u) => {
+                write!(f, "MPS: own load {u:.2} is above the calibrated {}", mps::MPS_MAX_OWN_LOAD)
+            }
+            Self::MpsTotalLoadAboveRange(t) => {
+                write!(
+                    f,
+                    "MPS: total load {t:.2} of the device is above the calibrated {}",
+                    mps::MPS_MAX_TOTAL_LOAD
+                )
+            }
+            Self::TooManyMpsClients(k) => {
+                write!(
+                    f,
+                    "MPS: {k} neighbours; the law is calibrated for at most {}",
+                    mps::MPS_MAX_NEIGHBOURS
+                )
+            }
+            Self::ThreadCapBelowRange(c) => write!(
+                f,
+                "MPS: a thread cap of {:.0}% is below the calibrated {:.0}%",
+                c * 100.0,
+                mps::MPS_MIN_THREAD_CAP * 100.0
             ),
         }
     }
@@ -249,20 +283,31 @@ pub fn solo_p99_at_load_ms(p99_ms: f64, from_load: f64, to_load: f64) -> f64 {
     }
 }
 
-/// Latency of one request of a saturated tenant that takes turns with saturated co-tenants:
-/// its own service time plus one service time of every neighbour, shortened by the overlap gain.
-/// Closed-loop (always busy) tenants only; open-loop services use [`predict_p99_ms`].
-pub fn round_robin_ms(own_service_ms: f64, neighbour_service_ms: &[f64]) -> f64 {
-    let neighbours: f64 = neighbour_service_ms.iter().map(|s| s.max(0.0)).sum();
-    let own = own_service_ms.max(0.0);
-    if neighbours == 0.0 {
-        return own;
+/// How the members of a calibration run shared the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+pub enum Sharing {
+    /// The driver's default time-slicing.
+    #[default]
+    #[serde(rename = "time-slicing")]
+    TimeSlicing,
+    /// NVIDIA MPS (an MPS control daemon for the scenario).
+    #[serde(rename = "mps")]
+    Mps,
+}
+
+impl Sharing {
+    /// The word the calibration files and `gpuplan latency` use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Sharing::TimeSlicing => "time-slicing",
+            Sharing::Mps => "mps",
+        }
     }
-    (own + neighbours) / TIME_SLICING_OVERLAP_GAIN
 }
 
 /// A calibration file (`tests/data/timeslicing/*.json`, format in its README): capacities of the
-/// services alone in closed loop, and scenarios of co-located members.
+/// services alone in closed loop, and scenarios of co-located members. The pairs format of
+/// `tests/data/mps/` is read by [`pairs::parse`] into this same shape.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CalibrationFile {
     #[serde(default)]
@@ -286,6 +331,9 @@ pub struct Capacity {
 #[derive(Clone, Debug, Deserialize)]
 pub struct Scenario {
     pub scenario: String,
+    /// Time-slicing unless the file says otherwise.
+    #[serde(default)]
+    pub sharing: Sharing,
     pub members: Vec<Member>,
 }
 
@@ -297,6 +345,9 @@ pub struct Member {
     #[serde(default)]
     pub closed_loop: bool,
     pub p99: f64,
+    /// The MPS thread cap the client ran with, as a fraction (`None`: not capped).
+    #[serde(default)]
+    pub thread_cap: Option<f64>,
 }
 
 /// The model's answer for one member of a scenario, beside the measurement.
@@ -304,7 +355,12 @@ pub struct Member {
 pub struct MemberPrediction {
     pub scenario: String,
     pub member: String,
+    /// `time-slicing` or `mps`, as in the files.
+    pub sharing: Sharing,
     pub load: Option<f64>,
+    /// The MPS thread cap in percent, when the run set one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_thread_pct: Option<f64>,
     pub predicted_p99_ms: Option<f64>,
     pub measured_p99_ms: f64,
     /// Why the model refused, when it did.
@@ -319,6 +375,17 @@ pub struct MemberPrediction {
 pub const CALIBRATED_GPU: &str = "H200-SXM";
 
 impl CalibrationFile {
+    /// Reads either calibration format: the time-slicing one (`capacity` by name, `scenarios`)
+    /// or the pairs format of MPS runs ([`pairs`]).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if pairs::is_pairs(&value) {
+            pairs::parse(text)
+        } else {
+            serde_json::from_value(value).map_err(|e| e.to_string())
+        }
+    }
+
     /// Whether the runs are of the kind the law was calibrated on: [`CALIBRATED_GPU`] (or no GPU
     /// named) with MIG disabled (or not said).
     pub fn calibrated(&self) -> bool {
@@ -327,28 +394,52 @@ impl CalibrationFile {
     }
 }
 
-/// Predicts every member of every scenario of a calibration file from the capacities alone, with
-/// [`LAW`]. Open-loop members: [`predict_p99_ms`] with `b =` [`LIGHT_LOAD_OVER_CLOSED_LOOP`] `×`
-/// the service's closed-loop p99 alone.
-/// Closed-loop members among closed-loop tenants only: [`round_robin_ms`] of the service times
-/// (`1000 / thr_rps`). Everything else is refused with the reason.
-pub fn evaluate(file: &CalibrationFile) -> Vec<MemberPrediction> {
-    evaluate_with(file, &LAW)
+/// Every law gpuplan predicts with, one per sharing mode and loop ([`LAWS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Laws {
+    /// Open-loop tenants, alone or time-sliced ([`LAW`]).
+    pub time_slicing: Law,
+    /// Closed-loop tenants among closed-loop tenants, time-sliced.
+    pub time_slicing_closed: ClosedLaw,
+    /// Open-loop MPS clients.
+    pub mps: MpsLaw,
+    /// Closed-loop MPS clients among closed-loop clients.
+    pub mps_closed: ClosedLaw,
 }
 
-/// [`evaluate`] with another law's parameters (the cross-validation refits them).
-pub fn evaluate_with(file: &CalibrationFile, law: &Law) -> Vec<MemberPrediction> {
+/// The laws gpuplan uses: [`fit`] over the four vendored files (`tests/data/timeslicing/`,
+/// `tests/data/mps/`).
+pub const LAWS: Laws = Laws {
+    time_slicing: LAW,
+    time_slicing_closed: TIME_SLICING_CLOSED_LAW,
+    mps: MPS_LAW,
+    mps_closed: MPS_CLOSED_LAW,
+};
+
+/// Predicts every member of every scenario of a calibration file from the capacities alone, with
+/// [`LAWS`]. Open-loop members: `b =` [`LIGHT_LOAD_OVER_CLOSED_LOOP`] `×` the service's
+/// closed-loop p99 alone, then [`predict_p99_ms`] (time-slicing) or [`MpsLaw::predict_p99_ms`]
+/// (MPS, with the member's thread cap). Closed-loop members among closed-loop tenants only:
+/// [`ClosedLaw::predict_p99_ms`] of the mode. Everything else is refused with the reason.
+pub fn evaluate(file: &CalibrationFile) -> Vec<MemberPrediction> {
+    evaluate_with(file, &LAWS)
+}
+
+/// [`evaluate`] with other laws' parameters (the cross-validation refits them).
+pub fn evaluate_with(file: &CalibrationFile, laws: &Laws) -> Vec<MemberPrediction> {
     let calibrated = file.calibrated();
     let mut out = Vec::new();
     for s in &file.scenarios {
         for (i, m) in s.members.iter().enumerate() {
             let others: Vec<&Member> =
                 s.members.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, o)| o).collect();
-            let predicted = predict_member(file, law, m, &others);
+            let predicted = predict_member(file, laws, s.sharing, m, &others);
             out.push(MemberPrediction {
                 scenario: s.scenario.clone(),
                 member: m.name.clone(),
+                sharing: s.sharing,
                 load: m.load,
+                active_thread_pct: m.thread_cap.map(|c| (c * 100.0).round()),
                 predicted_p99_ms: predicted.as_ref().ok().copied(),
                 measured_p99_ms: m.p99,
                 refused: predicted.err().map(|r| r.to_string()),
@@ -359,7 +450,13 @@ pub fn evaluate_with(file: &CalibrationFile, law: &Law) -> Vec<MemberPrediction>
     out
 }
 
-fn predict_member(file: &CalibrationFile, law: &Law, m: &Member, others: &[&Member]) -> Result<f64, Refusal> {
+fn predict_member(
+    file: &CalibrationFile,
+    laws: &Laws,
+    sharing: Sharing,
+    m: &Member,
+    others: &[&Member],
+) -> Result<f64, Refusal> {
     let capacity = |name: &str| file.capacity.get(name).ok_or_else(|| Refusal::NoCapacity(name.to_owned()));
     let service_ms = |name: &str| {
         capacity(name)
@@ -372,62 +469,119 @@ fn predict_member(file: &CalibrationFile, law: &Law, m: &Member, others: &[&Memb
         }
         let own = service_ms(&m.name)?;
         let neighbours = others.iter().map(|o| service_ms(&o.name)).collect::<Result<Vec<_>, _>>()?;
-        return Ok(round_robin_ms(own, &neighbours));
+        let law = match sharing {
+            Sharing::TimeSlicing => laws.time_slicing_closed,
+            Sharing::Mps => laws.mps_closed,
+        };
+        return law.predict_p99_ms(capacity(&m.name)?.p99, own, &neighbours);
     }
     if others.iter().any(|o| closed(o)) {
         return Err(Refusal::SaturatingNeighbour);
     }
-    let base = capacity(&m.name)?.p99 * law.light_load_over_closed_loop;
+    let base = capacity(&m.name)?.p99 * laws.time_slicing.light_load_over_closed_loop;
     let loads: Vec<f64> = others.iter().filter_map(|o| o.load).collect();
-    law.predict_p99_ms(base, m.load.unwrap_or(0.0), &loads)
+    let own = m.load.unwrap_or(0.0);
+    match sharing {
+        Sharing::TimeSlicing => laws.time_slicing.predict_p99_ms(base, own, &loads),
+        Sharing::Mps => laws.mps.predict_p99_ms(base, own, &loads, m.thread_cap.unwrap_or(1.0)),
+    }
 }
 
-/// How [`LAW`] was chosen: the grid below, minimising a robust (Huber, δ = 0.15) loss on
-/// `ln(predicted / measured)` over the open-loop members the law predicts (closed-loop members
-/// use [`round_robin_ms`], which has no fitted parameter). Five parameters; the range (the
-/// `MAX_*` constants) is fixed, not fitted. `keep` selects the members fitted on (by file index
-/// and scenario name), so that cross-validation can hold some out.
-pub fn fit(files: &[CalibrationFile], keep: &dyn Fn(usize, &str) -> bool) -> Law {
+/// How [`LAWS`] were chosen: per law, the grid below minimising a robust (Huber, δ = 0.15) loss
+/// on `ln(predicted / measured)` over the members that law predicts (open- or closed-loop, of
+/// its sharing mode). The ranges (the `MAX_*` constants) are fixed, not fitted; the MPS law takes
+/// `b` as the time-slicing law defines it (one definition of the baseline), so the time-slicing
+/// open-loop law is fitted first. `keep` selects the members fitted on (by file index and
+/// scenario name), so that cross-validation can hold some out.
+pub fn fit(files: &[CalibrationFile], keep: &dyn Fn(usize, &str) -> bool) -> Laws {
+    let loss = |laws: &Laws, sharing: Sharing, closed: bool| -> f64 {
+        let huber = |x: f64| if x.abs() <= 0.15 { x * x / 2.0 } else { 0.15 * (x.abs() - 0.075) };
+        files
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| evaluate_with(f, laws).into_iter().map(move |r| (i, r)))
+            .filter(|(i, r)| r.sharing == sharing && r.load.is_none() == closed && keep(*i, &r.scenario))
+            .filter_map(|(_, r)| r.predicted_p99_ms.map(|p| huber((p / r.measured_p99_ms).ln())))
+            .sum()
+    };
+    let mut laws = LAWS;
+    laws.time_slicing =
+        best(time_slicing_grid(), |l| loss(&Laws { time_slicing: *l, ..laws }, Sharing::TimeSlicing, false));
+    laws.time_slicing_closed =
+        best(closed_grid(), |l| loss(&Laws { time_slicing_closed: *l, ..laws }, Sharing::TimeSlicing, true));
+    laws.mps = best(mps_grid(), |l| loss(&Laws { mps: *l, ..laws }, Sharing::Mps, false));
+    laws.mps_closed = best(closed_grid(), |l| loss(&Laws { mps_closed: *l, ..laws }, Sharing::Mps, true));
+    laws
+}
+
+/// The candidate with the least loss; ties keep the first (the smallest values), so that the fit
+/// is deterministic. A grid with no candidate never happens (the grids below are constants).
+fn best<L: Copy>(candidates: Vec<L>, loss: impl Fn(&L) -> f64) -> L {
+    let mut out: Option<(f64, L)> = None;
+    for c in candidates {
+        let l = loss(&c);
+        if out.as_ref().is_none_or(|(b, _)| l < b - 1e-12) {
+            out = Some((l, c));
+        }
+    }
+    out.map(|(_, c)| c).unwrap_or_else(|| unreachable!("the grids are not empty"))
+}
+
+fn time_slicing_grid() -> Vec<Law> {
     const LIGHT: [f64; 6] = [1.3, 1.5, 1.7, 1.9, 2.1, 2.3];
     const RHO: [f64; 6] = [0.7, 0.75, 0.8, 0.85, 0.9, 1.0];
     const EXP: [f64; 5] = [1.0, 1.25, 1.5, 1.75, 2.0];
     const WEIGHT: [f64; 5] = [0.2, 0.3, 0.4, 0.5, 0.6];
     const PER: [f64; 4] = [0.0, 0.1, 0.2, 0.3];
-    let huber = |x: f64| if x.abs() <= 0.15 { x * x / 2.0 } else { 0.15 * (x.abs() - 0.075) };
-    let mut best = (f64::INFINITY, LAW);
+    let mut out = Vec::new();
     for &light_load_over_closed_loop in &LIGHT {
         for &rho_max in &RHO {
             for &exponent in &EXP {
                 for &neighbour_weight in &WEIGHT {
                     for &per_neighbour in &PER {
-                        let law = Law {
+                        out.push(Law {
                             light_load_over_closed_loop,
                             rho_max,
                             exponent,
                             neighbour_weight,
                             per_neighbour,
-                        };
-                        let loss: f64 = files
-                            .iter()
-                            .enumerate()
-                            .flat_map(|(i, f)| evaluate_with(f, &law).into_iter().map(move |r| (i, r)))
-                            .filter(|(i, r)| r.load.is_some() && keep(*i, &r.scenario))
-                            .filter_map(|(_, r)| {
-                                r.predicted_p99_ms.map(|p| huber((p / r.measured_p99_ms).ln()))
-                            })
-                            .sum();
-                        // Strictly better only: ties keep the first (smallest) values, deterministically.
-                        if loss < best.0 - 1e-12 {
-                            best = (loss, law);
-                        }
+                        });
                     }
                 }
             }
         }
     }
-    best.1
+    out
 }
 
+fn closed_grid() -> Vec<ClosedLaw> {
+    const PER: [f64; 10] = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6];
+    const EXP: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
+    PER.iter()
+        .flat_map(|&per_neighbour| EXP.iter().map(move |&exponent| ClosedLaw { per_neighbour, exponent }))
+        .collect()
+}
+
+fn mps_grid() -> Vec<MpsLaw> {
+    const ALONE: [f64; 5] = [0.6, 0.7, 0.8, 0.9, 1.0];
+    const RHO: [f64; 5] = [0.75, 0.8, 0.9, 1.0, 1.1];
+    const EXP: [f64; 4] = [1.0, 1.5, 2.0, 2.5];
+    const CAP: [f64; 4] = [0.0, 0.1, 0.2, 0.3];
+    const PER_MS: [f64; 6] = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25];
+    let mut out = Vec::new();
+    for &alone in &ALONE {
+        for &rho_max in &RHO {
+            for &exponent in &EXP {
+                for &cap_exponent in &CAP {
+                    for &per_neighbour_ms in &PER_MS {
+                        out.push(MpsLaw { alone, rho_max, exponent, cap_exponent, per_neighbour_ms });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,14 +637,6 @@ mod tests {
         assert!(at_30 > 4.0);
         assert!((solo_p99_at_load_ms(at_30, 0.3, 0.1) - 4.0).abs() < 1e-9, "down as well as up");
         assert_eq!(solo_p99_at_load_ms(4.0, 0.1, 0.7), f64::INFINITY);
-    }
-
-    #[test]
-    fn round_robin_adds_the_neighbours_service_times() {
-        assert!((round_robin_ms(1.0, &[]) - 1.0).abs() < 1e-9);
-        let two = round_robin_ms(1.0, &[1.0]);
-        assert!((two - 2.0 / TIME_SLICING_OVERLAP_GAIN).abs() < 1e-9);
-        assert!(round_robin_ms(1.0, &[1.0, 1.0, 1.0]) > two);
     }
 
     #[test]

@@ -168,6 +168,10 @@ pub struct ModelPlan {
     pub groups: Vec<ReplicaGroup>,
     /// Why the planner chose this, one sentence each (`gpuplan explain`).
     pub reasons: Vec<String>,
+    /// Replicas alone on their device whose latency SLO the model could not check (outside its
+    /// calibrated range), one sentence per device kind saying why and what to measure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slo_unverified: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

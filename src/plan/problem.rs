@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, GpuModel};
+use crate::plan::latency::Refusal;
 use crate::plan::layouts::{self, Layout};
-use crate::plan::rules;
-use crate::spec::{Demand, Isolation, MigStrategy, Model, Pool, Spec, Spread};
+use crate::plan::rules::{self, AloneSlo};
+use crate::spec::{Demand, Isolation, MigStrategy, Model, Policy, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -40,6 +41,9 @@ pub(crate) struct Opt {
     pub rps: Option<f64>,
     /// Predicted p99 latency, when the model gives a latency baseline.
     pub p99_ms: Option<f64>,
+    /// Why the SLO of a replica alone on its device is unverified (the latency model refuses
+    /// there; [`rules::alone_slo`]), with what to measure.
+    pub unverified: Option<String>,
     /// Share of a GPU this option occupies (for ordering and first-fit-decreasing).
     pub size: f64,
     /// A share no GPU can exceed in total over its replicas (for the size lower bound): the
@@ -410,279 +414,341 @@ pub(crate) fn usable_profiles(gpu: &GpuModel) -> Vec<ProfileInfo> {
     out
 }
 
-fn usable_mib(mib: u64, headroom: f64) -> f64 {
-    mib as f64 * (1.0 - headroom.clamp(0.0, 0.99))
-}
-
 fn gib(mib: f64) -> String {
     format!("{:.1} GiB", mib / 1024.0)
 }
 
+/// Where the option builders put what they admit and what they reject, for one pool.
+struct Sink<'o> {
+    pi: usize,
+    options: &'o mut Vec<Opt>,
+    rejected: &'o mut Vec<Rejection>,
+}
+
+impl Sink<'_> {
+    fn reject(&mut self, reason: Reason, text: String) {
+        self.rejected.push(Rejection { pool: self.pi, reason, text });
+    }
+
+    fn admit(&mut self, kind: Kind, p99_ms: Option<f64>, size: f64, bound_share: f64) {
+        self.options.push(Opt {
+            pool: self.pi,
+            kind,
+            rps: None,
+            p99_ms,
+            unverified: None,
+            size,
+            bound_share,
+        });
+    }
+
+    /// Admits an option whose replica is alone on its device, by [`rules::alone_slo`]: a
+    /// prediction above the SLO rejects it (`label` names the device), a refusal of the model
+    /// admits it with its SLO unverified.
+    fn admit_alone(
+        &mut self,
+        c: &Candidate<'_, '_>,
+        kind: Kind,
+        predicted: Option<(f64, Result<f64, Refusal>)>,
+        label: &str,
+        size: (f64, f64),
+    ) {
+        let (mut p99_ms, mut unverified) = (None, None);
+        match predicted.map(|(slo, p)| (slo, rules::alone_slo(p, slo))) {
+            Some((slo, AloneSlo::Missed(pred))) => {
+                let at = if kind == Kind::Whole(1) {
+                    format!(" at compute {:.2}", c.m.compute)
+                } else {
+                    String::new()
+                };
+                self.reject(
+                    Reason::Latency,
+                    format!("{label} predicts a p99 of {pred:.1} ms{at}, above the {slo:.1} ms SLO"),
+                );
+                return;
+            }
+            Some((_, AloneSlo::Met(pred))) => p99_ms = Some(pred),
+            Some((_, AloneSlo::Unverified(why))) => {
+                unverified = Some(rules::unverified_slo(label, &c.pool.gpu.id, &why));
+            }
+            None => {}
+        }
+        self.options.push(Opt {
+            pool: self.pi,
+            kind,
+            rps: None,
+            p99_ms,
+            unverified,
+            size: size.0,
+            bound_share: size.1,
+        });
+    }
+}
+
+/// One replica-demand model on one pool, as every option builder sees it.
+struct Candidate<'c, 'a> {
+    pool: &'c PoolCtx<'a>,
+    m: &'a Model,
+    policy: &'c Policy,
+    /// Usable memory of one whole GPU of the pool ([`rules::usable_mib`]).
+    gpu_mib: f64,
+    /// `(p99 SLO, baseline on this pool's GPU type)` in ms, when the model has a baseline.
+    baseline: Option<(f64, f64)>,
+}
+
 fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'a> {
-    let mut options = Vec::new();
-    let mut rejected = Vec::new();
-    let policy = &spec.policy;
     let need = match &m.demand {
         Demand::Replicas(n) => Need::Replicas(*n),
         Demand::Rate(r) => Need::Rate { rps: r.rps, min_replicas: r.min_replicas.max(1) },
     };
+    let (mut options, mut rejected) = (Vec::new(), Vec::new());
     for (pi, pool) in pools.iter().enumerate() {
-        let mut reject = |reason: Reason, text: String| rejected.push(Rejection { pool: pi, reason, text });
-        if !m.pools.is_empty() && !m.pools.iter().any(|n| n == pool.name()) {
-            reject(Reason::Pool, format!("pool `{}` is not in the model's `pools`", pool.name()));
-            continue;
+        pool_options(&spec.policy, pool, m, &mut Sink { pi, options: &mut options, rejected: &mut rejected });
+    }
+    ModelCtx { spec: m, need, options, rejected }
+}
+
+/// Every option of `m` on one pool, one builder per kind of option. A new kind of option (a
+/// sharing mode) is one more builder called here, with its rule in [`rules`].
+fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut Sink<'_>) {
+    if !pool_allowed(pool, m, out) {
+        return;
+    }
+    let gpu_mib = rules::usable_mib(pool.gpu.memory_mib, policy.memory_headroom);
+    if let (Some(n), Demand::Replicas(_)) = (m.gpus, &m.demand) {
+        multi_gpu_option(pool, m, n, gpu_mib, out);
+        return;
+    }
+    if let Demand::Rate(rate) = &m.demand {
+        if m.gpus.is_some_and(|n| n > 1) {
+            out.reject(
+                Reason::Measurement,
+                "rate demand with multi-GPU replicas is not supported; give `replicas`".to_owned(),
+            );
+            return;
         }
-        if !m.gpu_types.is_empty() && !m.gpu_types.iter().any(|g| g.eq_ignore_ascii_case(&pool.gpu.id)) {
-            reject(
-                Reason::Pool,
-                format!("GPU `{}` of pool `{}` is not in the model's `gpuTypes`", pool.gpu.id, pool.name()),
+        rate_options(pool, m, rate, gpu_mib, policy.memory_headroom, out);
+        return;
+    }
+    // The baseline on this pool's GPU type (scaled when measured on another one).
+    let baseline =
+        match m.latency.as_ref().and_then(|l| rules::baseline_ms(l, pool.gpu).map(|b| (l.p99_ms, b))) {
+            Some((slo, Ok(b))) => Some((slo, b)),
+            Some((_, Err(why))) => {
+                out.reject(Reason::Latency, format!("the latency model refuses: {why}"));
+                return;
+            }
+            None => None,
+        };
+    let c = Candidate { pool, m, policy, gpu_mib, baseline };
+    whole_gpu_option(&c, out);
+    mig_options(&c, out);
+    if shareable(&c, out) {
+        mig_time_slice_options(&c, out);
+        time_slice_options(&c, out);
+    }
+}
+
+/// Whether the model may use this pool at all: its `pools` and `gpuTypes`.
+fn pool_allowed(pool: &PoolCtx<'_>, m: &Model, out: &mut Sink<'_>) -> bool {
+    if !m.pools.is_empty() && !m.pools.iter().any(|n| n == pool.name()) {
+        out.reject(Reason::Pool, format!("pool `{}` is not in the model's `pools`", pool.name()));
+        return false;
+    }
+    if !m.gpu_types.is_empty() && !m.gpu_types.iter().any(|g| g.eq_ignore_ascii_case(&pool.gpu.id)) {
+        out.reject(
+            Reason::Pool,
+            format!("GPU `{}` of pool `{}` is not in the model's `gpuTypes`", pool.gpu.id, pool.name()),
+        );
+        return false;
+    }
+    true
+}
+
+/// `n` exclusive whole GPUs on one node: memory is the replica's total over its n GPUs.
+fn multi_gpu_option(pool: &PoolCtx<'_>, m: &Model, n: u32, gpu_mib: f64, out: &mut Sink<'_>) {
+    let mem = m.memory_mib as f64;
+    if n > pool.gpn {
+        out.reject(
+            Reason::NodeSize,
+            format!(
+                "a replica needs {n} GPUs on one node but nodes of pool `{}` have {}",
+                pool.name(),
+                pool.gpn
+            ),
+        );
+    } else if mem > gpu_mib * f64::from(n) {
+        out.reject(
+            Reason::Memory,
+            format!(
+                "{} on {n} × `{}` ({}) is less than the {} needed",
+                gib(gpu_mib * f64::from(n)),
+                pool.gpu.id,
+                pool.name(),
+                gib(mem)
+            ),
+        );
+    } else {
+        out.admit(Kind::Whole(n), None, f64::from(n), f64::from(n));
+        if m.latency.as_ref().is_some_and(|l| l.baseline_ms.is_some())
+            && let Some(o) = out.options.last_mut()
+        {
+            let why = rules::unverified_slo(&format!("{n} whole GPUs"), &pool.gpu.id, &Refusal::MultiGpu);
+            o.unverified = Some(why);
+        }
+    }
+}
+
+/// One exclusive whole GPU.
+fn whole_gpu_option(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
+    let (m, mem) = (c.m, c.m.memory_mib as f64);
+    if mem > c.gpu_mib {
+        out.reject(
+            Reason::Memory,
+            format!(
+                "a whole `{}` has {} usable, less than the {} needed",
+                c.pool.gpu.id,
+                gib(c.gpu_mib),
+                gib(mem)
+            ),
+        );
+        return;
+    }
+    if m.compute > 1.0 + 1e-9 {
+        out.reject(Reason::Compute, format!("compute {:.2} exceeds one whole GPU", m.compute));
+        return;
+    }
+    let predicted = c.baseline.map(|(slo, b)| (slo, rules::whole_p99_ms(b, m.compute)));
+    out.admit_alone(c, Kind::Whole(1), predicted, "a whole GPU", (1.0, 1.0));
+}
+
+/// The share of a GPU a MIG instance of this profile occupies: (larger, smaller) of its
+/// compute-slice and memory-slice shares, for ordering and for the size lower bound.
+fn mig_shares(pool: &PoolCtx<'_>, p: &ProfileInfo) -> (f64, f64) {
+    let mig = pool.gpu.mig.as_ref();
+    let cs = mig.map_or(7.0, |g| f64::from(g.compute_slices));
+    let ms = mig.map_or(8.0, |g| f64::from(g.memory_slices));
+    let (c, me) = (f64::from(p.compute_slices) / cs, f64::from(p.memory_slices) / ms);
+    (c.max(me), c.min(me))
+}
+
+/// One exclusive MIG instance per usable profile (never for `dedicated` models).
+fn mig_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
+    let (pool, m, mem) = (c.pool, c.m, c.m.memory_mib as f64);
+    if m.isolation == Isolation::Dedicated {
+        if !pool.profiles.is_empty() {
+            out.reject(
+                Reason::Isolation,
+                "isolation `dedicated` allows whole GPUs only, not MIG instances".to_owned(),
+            );
+        }
+        return;
+    }
+    for (q, p) in pool.profiles.iter().enumerate() {
+        let inst_mib = rules::usable_mib(p.memory_mib, c.policy.memory_headroom);
+        let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
+        if mem > inst_mib {
+            out.reject(
+                Reason::Memory,
+                format!("`{}` has {} usable, less than the {} needed", p.name, gib(inst_mib), gib(mem)),
             );
             continue;
         }
-        let gpu_mib = usable_mib(pool.gpu.memory_mib, policy.memory_headroom);
-        let mem = m.memory_mib as f64;
-        if let (Some(n), Demand::Replicas(_)) = (m.gpus, &m.demand) {
-            // Whole GPUs per replica: memory is the replica's total over its n GPUs.
-            if n > pool.gpn {
-                reject(
-                    Reason::NodeSize,
-                    format!(
-                        "a replica needs {n} GPUs on one node but nodes of pool `{}` have {}",
-                        pool.name(),
-                        pool.gpn
-                    ),
-                );
-            } else if mem > gpu_mib * f64::from(n) {
-                reject(
-                    Reason::Memory,
-                    format!(
-                        "{} on {n} × `{}` ({}) is less than the {} needed",
-                        gib(gpu_mib * f64::from(n)),
-                        pool.gpu.id,
-                        pool.name(),
-                        gib(mem)
-                    ),
-                );
-            } else {
-                options.push(Opt {
-                    pool: pi,
-                    kind: Kind::Whole(n),
-                    rps: None,
-                    p99_ms: None,
-                    size: f64::from(n),
-                    bound_share: f64::from(n),
-                });
-            }
+        if share + 1e-9 < m.compute {
+            out.reject(
+                Reason::Compute,
+                format!(
+                    "`{}` has {}/{} SMs ({share:.2}), less than compute {:.2}",
+                    p.name, p.sms, pool.gpu.sms, m.compute
+                ),
+            );
             continue;
         }
-        if let Demand::Rate(rate) = &m.demand {
-            if m.gpus.is_some_and(|n| n > 1) {
-                reject(
-                    Reason::Measurement,
-                    "rate demand with multi-GPU replicas is not supported; give `replicas`".to_owned(),
-                );
-                continue;
-            }
-            rate_options(pool, pi, m, rate, gpu_mib, &mut options, &mut reject, policy.memory_headroom);
-            continue;
-        }
-        // The baseline on this pool's GPU type (scaled when measured on another one).
-        let baseline =
-            match m.latency.as_ref().and_then(|l| rules::baseline_ms(l, pool.gpu).map(|b| (l.p99_ms, b))) {
-                Some((slo, Ok(b))) => Some((slo, b)),
-                Some((_, Err(why))) => {
-                    reject(Reason::Latency, format!("the latency model refuses: {why}"));
-                    continue;
-                }
-                None => None,
-            };
-        // Whole GPU, exclusive.
-        if mem > gpu_mib {
-            reject(
+        let predicted =
+            c.baseline.map(|(slo, b)| (slo, rules::mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute)));
+        out.admit_alone(c, Kind::Mig(q), predicted, &format!("`{}`", p.name), mig_shares(pool, p));
+    }
+}
+
+/// Whether the model may share a device with other replicas at all (time-slicing of a GPU or
+/// of a MIG instance): the policy allows sharing, the model is `shared`, and not an `llm`
+/// under `policy.llmNeverTimeSliced`.
+fn shareable(c: &Candidate<'_, '_>, out: &mut Sink<'_>) -> bool {
+    if c.policy.max_time_slicing_replicas < 2 {
+        return false;
+    }
+    if c.m.isolation != Isolation::Shared {
+        out.reject(
+            Reason::Isolation,
+            format!("isolation `{}` forbids time-slicing", isolation_word(c.m.isolation)),
+        );
+        return false;
+    }
+    if c.m.llm && c.policy.llm_never_time_sliced {
+        out.reject(
+            Reason::Isolation,
+            "`llm` models are never time-sliced (`policy.llmNeverTimeSliced`)".to_owned(),
+        );
+        return false;
+    }
+    true
+}
+
+/// One of `k` time-slicing replicas of a whole GPU, for every `k` from 2 up to
+/// `policy.maxTimeSlicingReplicas` while the replica fits 1/k of the memory, the compute rule
+/// and the SLO.
+fn time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
+    let (m, mem) = (c.m, c.m.memory_mib as f64);
+    let eff = c.policy.time_slicing_efficiency;
+    for k in 2..=c.policy.max_time_slicing_replicas.min(64) {
+        let slot = rules::slot_mib(c.gpu_mib, k);
+        if mem > slot {
+            out.reject(
                 Reason::Memory,
                 format!(
-                    "a whole `{}` has {} usable, less than the {} needed",
-                    pool.gpu.id,
-                    gib(gpu_mib),
+                    "a 1/{k} time-slice of `{}` has {}, less than the {} needed",
+                    c.pool.gpu.id,
+                    gib(slot),
                     gib(mem)
                 ),
             );
-        } else if m.compute > 1.0 + 1e-9 {
-            reject(Reason::Compute, format!("compute {:.2} exceeds one whole GPU", m.compute));
-        } else if let Some(Err(why)) = baseline.map(|(_, b)| rules::whole_p99_ms(b, m.compute)) {
-            reject(Reason::Latency, format!("a whole GPU: the latency model refuses: {why}"));
-        } else if let Some((slo, pred)) = baseline
-            .and_then(|(slo, b)| rules::whole_p99_ms(b, m.compute).ok().map(|p| (slo, p)))
-            .filter(|&(slo, pred)| pred > slo)
-        {
-            reject(
-                Reason::Latency,
-                format!(
-                    "a whole GPU predicts a p99 of {pred:.1} ms at compute {:.2}, above the {slo:.1} ms SLO",
-                    m.compute
-                ),
+            return;
+        }
+        // A light tenant (k copies fit the efficiency) fits next to any k − 1 light ones; a
+        // heavy one (it fits alone) only next to co-tenants small enough, which placement
+        // checks against the node's real tenants.
+        if !rules::shared_compute_fits(&[m.compute], k, eff, 1.0) {
+            out.reject(
+                Reason::Compute,
+                format!("compute {:.2} exceeds the time-slicing efficiency {eff:.2}", m.compute),
             );
-        } else {
-            options.push(Opt {
-                pool: pi,
-                kind: Kind::Whole(1),
-                rps: None,
-                p99_ms: baseline.and_then(|(_, b)| rules::whole_p99_ms(b, m.compute).ok()),
-                size: 1.0,
-                bound_share: 1.0,
-            });
+            return;
         }
-        // MIG instances.
-        if m.isolation == Isolation::Dedicated {
-            if !pool.profiles.is_empty() {
-                reject(
-                    Reason::Isolation,
-                    "isolation `dedicated` allows whole GPUs only, not MIG instances".to_owned(),
-                );
-            }
-        } else {
-            for (q, p) in pool.profiles.iter().enumerate() {
-                let inst_mib = usable_mib(p.memory_mib, policy.memory_headroom);
-                let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
-                if mem > inst_mib {
-                    reject(
-                        Reason::Memory,
-                        format!(
-                            "`{}` has {} usable, less than the {} needed",
-                            p.name,
-                            gib(inst_mib),
-                            gib(mem)
-                        ),
+        let mut p99 = None;
+        if let Some((slo, b)) = c.baseline {
+            // Worst case: k − 1 neighbours sharing the rest of the efficiency.
+            let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
+            let pred = match rules::time_sliced_p99_ms(b, m.compute, &neighbours) {
+                Ok(pred) => pred,
+                Err(why) => {
+                    out.reject(
+                        Reason::Latency,
+                        format!("a 1/{k} time-slice: the latency model refuses: {why}"),
                     );
-                } else if share + 1e-9 < m.compute {
-                    reject(
-                        Reason::Compute,
-                        format!(
-                            "`{}` has {}/{} SMs ({share:.2}), less than compute {:.2}",
-                            p.name, p.sms, pool.gpu.sms, m.compute
-                        ),
-                    );
-                } else {
-                    let p99 = match baseline.map(|(slo, b)| {
-                        rules::mig_p99_ms(b, pool.gpu.sms, p.sms, m.compute).map(|v| (slo, v))
-                    }) {
-                        Some(Err(why)) => {
-                            reject(
-                                Reason::Latency,
-                                format!("`{}`: the latency model refuses: {why}", p.name),
-                            );
-                            continue;
-                        }
-                        Some(Ok(v)) => Some(v),
-                        None => None,
-                    };
-                    if let Some((slo, pred)) = p99.filter(|&(slo, pred)| pred > slo) {
-                        reject(
-                            Reason::Latency,
-                            format!("`{}` predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO", p.name),
-                        );
-                        continue;
-                    }
-                    let mig = pool.gpu.mig.as_ref();
-                    let cs = mig.map_or(7.0, |g| f64::from(g.compute_slices));
-                    let ms = mig.map_or(8.0, |g| f64::from(g.memory_slices));
-                    let (c, me) = (f64::from(p.compute_slices) / cs, f64::from(p.memory_slices) / ms);
-                    options.push(Opt {
-                        pool: pi,
-                        kind: Kind::Mig(q),
-                        rps: None,
-                        p99_ms: p99.map(|(_, v)| v),
-                        size: c.max(me),
-                        bound_share: c.min(me),
-                    });
+                    return;
                 }
-            }
-        }
-        // Time-slicing of whole GPUs.
-        let max_k = policy.max_time_slicing_replicas;
-        if max_k >= 2 {
-            if m.isolation != Isolation::Shared {
-                reject(
-                    Reason::Isolation,
-                    format!("isolation `{}` forbids time-slicing", isolation_word(m.isolation)),
+            };
+            if pred > slo {
+                out.reject(
+                    Reason::Latency,
+                    format!("a 1/{k} time-slice predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"),
                 );
-            } else if m.llm && policy.llm_never_time_sliced {
-                reject(
-                    Reason::Isolation,
-                    "`llm` models are never time-sliced (`policy.llmNeverTimeSliced`)".to_owned(),
-                );
-            } else {
-                mig_ts_options(pool, pi, m, policy, baseline, &mut options);
-                for k in 2..=max_k.min(64) {
-                    let slot = gpu_mib / f64::from(k);
-                    let eff = policy.time_slicing_efficiency;
-                    if mem > slot {
-                        reject(
-                            Reason::Memory,
-                            format!(
-                                "a 1/{k} time-slice of `{}` has {}, less than the {} needed",
-                                pool.gpu.id,
-                                gib(slot),
-                                gib(mem)
-                            ),
-                        );
-                        break;
-                    }
-                    // A light tenant (k copies fit the efficiency) fits next to any k − 1 light
-                    // ones; a heavy one (it fits alone) only next to co-tenants small enough,
-                    // which placement checks against the node's real tenants.
-                    if !rules::shared_compute_fits(&[m.compute], k, eff, 1.0) {
-                        reject(
-                            Reason::Compute,
-                            format!("compute {:.2} exceeds the time-slicing efficiency {eff:.2}", m.compute),
-                        );
-                        break;
-                    }
-                    if let Some((slo, b)) = baseline {
-                        // Worst case: k − 1 neighbours sharing the rest of the efficiency.
-                        let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
-                        let pred = match rules::time_sliced_p99_ms(b, m.compute, &neighbours) {
-                            Ok(pred) => pred,
-                            Err(why) => {
-                                reject(
-                                    Reason::Latency,
-                                    format!("a 1/{k} time-slice: the latency model refuses: {why}"),
-                                );
-                                break;
-                            }
-                        };
-                        if pred > slo {
-                            reject(
-                                Reason::Latency,
-                                format!(
-                                    "a 1/{k} time-slice predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"
-                                ),
-                            );
-                            break;
-                        }
-                        options.push(Opt {
-                            pool: pi,
-                            kind: Kind::TimeSliced(k),
-                            rps: None,
-                            p99_ms: Some(pred),
-                            size: ts_size(m.compute, k, eff),
-                            bound_share: 1.0 / f64::from(k),
-                        });
-                    } else {
-                        options.push(Opt {
-                            pool: pi,
-                            kind: Kind::TimeSliced(k),
-                            rps: None,
-                            p99_ms: None,
-                            size: ts_size(m.compute, k, eff),
-                            bound_share: 1.0 / f64::from(k),
-                        });
-                    }
-                }
+                return;
             }
+            p99 = Some(pred);
         }
+        out.admit(Kind::TimeSliced(k), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
     }
-    ModelCtx { spec: m, need, options, rejected }
 }
 
 pub(crate) fn isolation_word(i: Isolation) -> &'static str {
@@ -703,19 +769,17 @@ pub(crate) fn spread_word(s: Spread) -> &'static str {
 
 /// Options of a rate-demand model: only devices with an admissible measured point. A point is
 /// admissible when it was measured with one process (the device plugin cannot run MPS on MIG)
-/// and, with an SLO, when its latency is below `admission_factor × slo`. Per device the
-/// admissible point with the most requests per second wins. Time-slicing is never used for rate
-/// models: a measurement of one process alone says nothing about throughput under sharing.
-#[allow(clippy::too_many_arguments)]
+/// and, with an SLO, when its latency is below `admission_factor × slo`
+/// ([`crate::spec::RateDemand::admits`]). Per device the admissible point with the most
+/// requests per second wins. Time-slicing is never used for rate models: a measurement of one
+/// process alone says nothing about throughput under sharing.
 fn rate_options(
     pool: &PoolCtx<'_>,
-    pi: usize,
     m: &Model,
     rate: &crate::spec::RateDemand,
     gpu_mib: f64,
-    options: &mut Vec<Opt>,
-    reject: &mut impl FnMut(Reason, String),
     headroom: f64,
+    out: &mut Sink<'_>,
 ) {
     let mut best: BTreeMap<Kind, f64> = BTreeMap::new();
     let full = pool.gpu.mig.as_ref().and_then(|g| {
@@ -752,7 +816,7 @@ fn rate_options(
         } else {
             format!("no measured point on `{}`", pool.gpu.id)
         };
-        reject(Reason::Measurement, text);
+        out.reject(Reason::Measurement, text);
         return;
     }
     let mem = m.memory_mib as f64;
@@ -760,29 +824,33 @@ fn rate_options(
         let (cap, size, label) = match kind {
             Kind::Mig(q) => {
                 let Some(p) = pool.profiles.get(q) else { continue };
-                let mig = pool.gpu.mig.as_ref();
-                let cs = mig.map_or(7.0, |g| f64::from(g.compute_slices));
-                let ms = mig.map_or(8.0, |g| f64::from(g.memory_slices));
-                let (c, me) = (f64::from(p.compute_slices) / cs, f64::from(p.memory_slices) / ms);
-                (usable_mib(p.memory_mib, headroom), (c.max(me), c.min(me)), p.name.clone())
+                (rules::usable_mib(p.memory_mib, headroom), mig_shares(pool, p), p.name.clone())
             }
             _ => (gpu_mib, (1.0, 1.0), "whole".to_owned()),
         };
         if (m.isolation == Isolation::Dedicated || m.gpus.is_some()) && matches!(kind, Kind::Mig(_)) {
-            reject(
+            out.reject(
                 Reason::Isolation,
                 "isolation `dedicated` allows whole GPUs only, not MIG instances".to_owned(),
             );
             continue;
         }
         if mem > cap {
-            reject(
+            out.reject(
                 Reason::Memory,
                 format!("`{label}` has {} usable, less than the {} needed", gib(cap), gib(mem)),
             );
             continue;
         }
-        options.push(Opt { pool: pi, kind, rps: Some(rps), p99_ms: None, size: size.0, bound_share: size.1 });
+        out.options.push(Opt {
+            pool: out.pi,
+            kind,
+            rps: Some(rps),
+            p99_ms: None,
+            unverified: None,
+            size: size.0,
+            bound_share: size.1,
+        });
     }
 }
 
@@ -790,29 +858,23 @@ fn rate_options(
 /// instance's memory, k tenants' compute must fit in the efficiency share of the instance's SMs,
 /// and the predicted p99 (MIG stretch, then time-slicing inflation with worst-case neighbours)
 /// must meet the SLO. Only profiles whose instances alone can fill a GPU (`homogeneous`) count.
-fn mig_ts_options(
-    pool: &PoolCtx<'_>,
-    pi: usize,
-    m: &Model,
-    policy: &crate::spec::Policy,
-    baseline: Option<(f64, f64)>,
-    options: &mut Vec<Opt>,
-) {
+fn mig_time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
+    let (pool, m, policy) = (c.pool, c.m, c.policy);
     let eff = policy.time_slicing_efficiency;
     for (q, p) in pool.profiles.iter().enumerate() {
         let n = pool.homogeneous.get(q).copied().unwrap_or(0);
         if n == 0 {
             continue;
         }
-        let inst = usable_mib(p.memory_mib, policy.memory_headroom);
+        let inst = rules::usable_mib(p.memory_mib, policy.memory_headroom);
         let share = f64::from(p.sms) / f64::from(pool.gpu.sms.max(1));
         for k in 2..=policy.max_time_slicing_replicas.min(64) {
-            if m.memory_mib as f64 > inst / f64::from(k)
+            if m.memory_mib as f64 > rules::slot_mib(inst, k)
                 || !rules::shared_compute_fits(&vec![m.compute; k as usize], k, eff, share)
             {
                 break;
             }
-            let p99 = baseline.map(|(slo, b)| {
+            let p99 = c.baseline.map(|(slo, b)| {
                 // Worst case: k − 1 neighbours sharing the rest of the instance's efficiency.
                 let neighbours = rules::worst_neighbours(k, eff, share);
                 let pred = rules::mig_time_sliced_p99_ms(b, pool.gpu.sms, p.sms, m.compute, &neighbours);
@@ -822,14 +884,7 @@ fn mig_ts_options(
                 break;
             }
             let size = 1.0 / (f64::from(k) * f64::from(n));
-            options.push(Opt {
-                pool: pi,
-                kind: Kind::MigTs(q, k),
-                rps: None,
-                p99_ms: p99.map(|(_, v)| v),
-                size,
-                bound_share: size,
-            });
+            out.admit(Kind::MigTs(q, k), p99.map(|(_, v)| v), size, size);
         }
     }
 }

@@ -13,6 +13,25 @@ use crate::spec::Latency;
 /// Slack for comparisons of shares computed in floating point.
 const EPS: f64 = 1e-9;
 
+/// Memory a tenant may use on a device (a whole GPU or a MIG instance) of `mib` NVML MiB,
+/// after `policy.memoryHeadroom` (validated to lie in 0–0.5; clamped here to 0–1 so that the
+/// result is never negative whatever the caller passes).
+pub fn usable_mib(mib: u64, headroom: f64) -> f64 {
+    mib as f64 * (1.0 - headroom.clamp(0.0, 1.0))
+}
+
+/// The memory each of `k` replicas of a shared device may use: the device plugin, not
+/// gpuplan, picks the physical device a shared replica lands on, so every replica must fit
+/// `1/k` of the device's usable memory ([`usable_mib`]).
+pub fn slot_mib(usable: f64, k: u32) -> f64 {
+    usable / f64::from(k.max(1))
+}
+
+/// The share of a device one of its `k` shared replicas takes: `1/k`.
+pub fn slot_share(k: u32) -> f64 {
+    1.0 / f64::from(k.max(1))
+}
+
 /// Time-slicing compute: the device plugin picks the device, so any `k` tenants of a shared
 /// resource may land together; they fit when the `k` largest computes together stay within
 /// `efficiency × capacity` (capacity: 1 for a whole GPU, the instance's SM share for MIG).
@@ -53,6 +72,38 @@ pub fn uncalibrated(latency: &Latency, gpu: &GpuModel, mig: bool) -> Option<Stri
         why.push(format!("the baseline is moved from `{}` by datasheet ratios, not measured", from.id));
     }
     (!why.is_empty()).then(|| format!("uncalibrated: {}", why.join("; ")))
+}
+
+/// What a latency prediction says about the SLO of a replica alone on its device.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AloneSlo {
+    /// Predicted within the SLO.
+    Met(f64),
+    /// Predicted above the SLO.
+    Missed(f64),
+    /// The model refuses to predict (outside its calibrated range): the SLO is unverified.
+    Unverified(Refusal),
+}
+
+/// The rule for a replica alone on its device (a whole GPU, a MIG instance, n whole GPUs):
+/// nothing the planner chooses makes it faster there, so a refusal of the latency model never
+/// rejects it; its SLO is reported unverified, with what to measure. Only a prediction above
+/// the SLO rejects it. Co-location options outside the range are refused instead (the
+/// planner can choose another). The planner and the verifier both judge by this.
+pub fn alone_slo(predicted: Result<f64, Refusal>, slo_ms: f64) -> AloneSlo {
+    match predicted {
+        Ok(p) if p.is_nan() || p > slo_ms + EPS => AloneSlo::Missed(p),
+        Ok(p) => AloneSlo::Met(p),
+        Err(why) => AloneSlo::Unverified(why),
+    }
+}
+
+/// The sentence `plan.json`, `PLAN.md` and `explain` give for an unverified SLO: why, and what
+/// to measure.
+pub fn unverified_slo(device: &str, gpu: &str, why: &Refusal) -> String {
+    format!(
+        "SLO unverified on {device} of `{gpu}`: the latency model refuses ({why}); measure the replica's p99 there at its load (genai-perf or perf_analyzer) and record it with `gpuplan measurements import`"
+    )
 }
 
 /// Predicted p99 of a replica alone on a whole GPU at its own load `compute`, from its p99

@@ -96,6 +96,9 @@ pub fn render(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<St
                 nodes.join(", ")
             );
         }
+        for why in &model.slo_unverified {
+            let _ = writeln!(md, "\n**Latency SLO unverified**: {}", md_text(why));
+        }
         if !model.reasons.is_empty() {
             md.push_str("\nWhy:\n\n");
             for reason in &model.reasons {

@@ -290,6 +290,7 @@ mod tests {
                     })
                     .collect(),
                 reasons: Vec::new(),
+                slo_unverified: Vec::new(),
             })
             .collect();
         Plan {

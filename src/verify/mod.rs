@@ -331,7 +331,7 @@ impl<'a> Checker<'a> {
         sharing: &BTreeMap<String, u32>,
     ) {
         let at = gpu_at(&pool.name, &node.name, g.index);
-        let headroom = 1.0 - self.spec.policy.memory_headroom.clamp(0.0, 1.0);
+        let headroom = self.spec.policy.memory_headroom;
         let efficiency = self.spec.policy.time_slicing_efficiency;
         for t in &g.tenants {
             if self.model(&t.model).is_none() {
@@ -362,7 +362,13 @@ impl<'a> Checker<'a> {
                 }
                 for m in models {
                     let per_gpu = m.memory_mib.div_ceil(u64::from(m.gpus.unwrap_or(1).max(1)));
-                    self.check_memory(&at, m, per_gpu, gpu.memory_mib as f64 * headroom, "the GPU");
+                    self.check_memory(
+                        &at,
+                        m,
+                        per_gpu,
+                        rules::usable_mib(gpu.memory_mib, headroom),
+                        "the GPU",
+                    );
                     if m.compute > 1.0 + EPS {
                         self.push(
                             Kind::Compute,
@@ -377,7 +383,7 @@ impl<'a> Checker<'a> {
                         .and_then(|l| rules::baseline_ms(l, gpu))
                         .filter(|_| m.gpus.unwrap_or(1) <= 1)
                         .map(|b| b.and_then(|b| rules::whole_p99_ms(b, m.compute)));
-                    self.check_latency(&at, m, p99);
+                    self.check_alone_latency(&at, m, p99);
                     self.record(m, pool, node, g.index, "nvidia.com/gpu".to_owned(), None);
                 }
             }
@@ -400,7 +406,7 @@ impl<'a> Checker<'a> {
                         format!("{} tenants on {k} time-slicing replicas", g.tenants.len()),
                     );
                 }
-                let share = gpu.memory_mib as f64 * headroom / f64::from(k.max(1));
+                let share = rules::slot_mib(rules::usable_mib(gpu.memory_mib, headroom), k);
                 let computes: Vec<f64> = models.iter().map(|m| m.compute).collect();
                 let total: f64 = computes.iter().sum();
                 if !rules::shared_compute_fits(&computes, k, efficiency, 1.0) {
@@ -484,7 +490,7 @@ impl<'a> Checker<'a> {
             }
             used[range].iter_mut().for_each(|u| *u = true);
         }
-        let headroom = 1.0 - self.spec.policy.memory_headroom.clamp(0.0, 1.0);
+        let headroom = self.spec.policy.memory_headroom;
         let efficiency = self.spec.policy.time_slicing_efficiency;
         for t in &g.tenants {
             let found = t.instance_start.and_then(|s| instances.iter().find(|i| i.start == s));
@@ -530,7 +536,7 @@ impl<'a> Checker<'a> {
                     }
                     let resource = self.shared_name(&base);
                     for m in here {
-                        let share = p.memory_mib as f64 * headroom / f64::from(k.max(1));
+                        let share = rules::slot_mib(rules::usable_mib(p.memory_mib, headroom), k);
                         self.check_memory(
                             &inst_at,
                             m,
@@ -559,7 +565,7 @@ impl<'a> Checker<'a> {
                             &inst_at,
                             m,
                             m.memory_mib,
-                            p.memory_mib as f64 * headroom,
+                            rules::usable_mib(p.memory_mib, headroom),
                             "the instance",
                         );
                         if m.compute > sm_share + EPS {
@@ -578,7 +584,7 @@ impl<'a> Checker<'a> {
                             .as_ref()
                             .and_then(|l| rules::baseline_ms(l, gpu))
                             .map(|b| b.and_then(|b| rules::mig_p99_ms(b, gpu.sms, p.sms, m.compute)));
-                        self.check_latency(&inst_at, m, p99);
+                        self.check_alone_latency(&inst_at, m, p99);
                         self.record(m, pool, node, g.index, base.clone(), None);
                     }
                 }
@@ -735,6 +741,16 @@ impl<'a> Checker<'a> {
                 at.to_owned(),
                 format!("`{}`: the latency model refuses to predict: {why}", m.name),
             ),
+        }
+    }
+
+    /// A replica alone on its device is judged by [`rules::alone_slo`]: a prediction above the
+    /// SLO is a violation, a refusal of the model is not (nothing the plan could choose would
+    /// change its latency; the plan reports the SLO unverified).
+    fn check_alone_latency(&mut self, at: &str, m: &Model, predicted: Option<Result<f64, Refusal>>) {
+        let (Some(l), Some(predicted)) = (&m.latency, predicted) else { return };
+        if let rules::AloneSlo::Missed(_) = rules::alone_slo(predicted.clone(), l.p99_ms) {
+            self.check_latency(at, m, Some(predicted));
         }
     }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::*;
 use crate::bench::{self, A100};
 use crate::plan::{DevicePluginConfig, MigConfig, MigConfigEntry, ModelPlan, Quality, ReplicaGroup, Tenant};
-use crate::spec::{MeasuredPoint, RateDemand};
+use crate::spec::{Latency, MeasuredPoint, RateDemand};
 
 const PCI: &str = "0x20B210DE";
 
@@ -24,7 +24,7 @@ fn group(resource: &str, replicas: u32, nodes: &[&str]) -> ReplicaGroup {
 }
 
 fn model_plan(name: &str, groups: Vec<ReplicaGroup>) -> ModelPlan {
-    ModelPlan { name: name.to_owned(), groups, reasons: Vec::new() }
+    ModelPlan { name: name.to_owned(), groups, reasons: Vec::new(), slo_unverified: Vec::new() }
 }
 
 fn entry(devices: Option<Vec<u32>>, mig: &[(&str, u32)]) -> MigConfigEntry {
@@ -585,4 +585,20 @@ fn rejects_a_multi_gpu_replica_split_across_nodes_or_on_mig() {
         MigConfig { entries: vec![entry(Some(vec![0]), &[]), entry(Some(vec![1]), &[("1g.10gb", 1)])] },
     );
     assert_finds(&spec, &catalog, &plan, Kind::Isolation);
+}
+
+#[test]
+fn accepts_a_replica_alone_on_its_device_outside_the_latency_range_but_not_one_predicted_too_slow() {
+    let (mut spec, catalog, plan) = voice();
+    // Alone on whole GPU 0 at own load 0.65: the law refuses (above 0.6); nothing the plan could
+    // choose changes that replica's latency, so its SLO is unverified, not violated.
+    let llm = model_mut(&mut spec, "nemotron-llm");
+    llm.compute = 0.65;
+    llm.latency = Some(Latency { p99_ms: 100.0, baseline_ms: Some(10.0), baseline_gpu: None });
+    assert!(!kinds(&spec, &catalog, &plan).contains(&Kind::Latency));
+    // Inside the range and predicted above the SLO (10 / (1 − 0.5/0.75) = 30 ms > 20 ms).
+    let llm = model_mut(&mut spec, "nemotron-llm");
+    llm.compute = 0.5;
+    llm.latency = Some(Latency { p99_ms: 20.0, baseline_ms: Some(10.0), baseline_gpu: None });
+    assert_finds(&spec, &catalog, &plan, Kind::Latency);
 }

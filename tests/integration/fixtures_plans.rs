@@ -237,16 +237,19 @@ pub fn voice_pipeline() -> Fixture {
                 name: "fastpitch-tts".to_owned(),
                 groups: vec![group("nvidia.com/mig-3g.40gb", 1, 1, "a100", &["gpu-a-1"])],
                 reasons: vec!["isolation `hardware` rules out time-slicing; 3g.40gb is the smallest instance with the compute it needs".to_owned()],
+                slo_unverified: Vec::new(),
             },
             ModelPlan {
                 name: "nemotron-llm".to_owned(),
                 groups: vec![group("nvidia.com/gpu", 1, 1, "a100", &["gpu-a-1"])],
                 reasons: vec!["needs 70 GiB: only a whole A100-80GB holds it".to_owned()],
+                slo_unverified: Vec::new(),
             },
             ModelPlan {
                 name: "parakeet-asr".to_owned(),
                 groups: vec![group("nvidia.com/mig-2g.20gb", 1, 2, "a100", &["gpu-a-1"])],
                 reasons: vec!["10 GiB and 15% compute fit a 2g.20gb; packed with the TTS on one GPU".to_owned()],
+                slo_unverified: Vec::new(),
             },
         ],
         mig_configs: BTreeMap::from([
@@ -312,11 +315,13 @@ pub fn time_sliced() -> Fixture {
                 reasons: vec![
                     "isolation `shared`: 3 replicas fit in 1/4 of the GPU's memory each".to_owned(),
                 ],
+                slo_unverified: Vec::new(),
             },
             ModelPlan {
                 name: "guardrails".to_owned(),
                 groups: vec![group("nvidia.com/gpu.shared", 1, 1, "shared", &["gpu-b-1"])],
                 reasons: vec!["takes the fourth time-slicing slot".to_owned()],
+                slo_unverified: Vec::new(),
             },
         ],
         mig_configs: BTreeMap::from([("all-disabled".to_owned(), all_disabled())]),
@@ -359,6 +364,7 @@ pub fn autoscaled() -> Fixture {
             name: "reranker".to_owned(),
             groups: vec![group("nvidia.com/mig-1g.10gb", 1, 10, "burst", &["burst-0", "burst-1"])],
             reasons: vec!["1g.10gb holds 10 GiB (9856 MiB NVML) with headroom; 7 per GPU".to_owned()],
+            slo_unverified: Vec::new(),
         }],
         mig_configs: BTreeMap::from([
             ("all-disabled".to_owned(), all_disabled()),
@@ -425,6 +431,7 @@ pub fn multi_gpu() -> Fixture {
                 name: "llama-405b".to_owned(),
                 groups: vec![group("nvidia.com/gpu", 4, 1, "hgx", &["gpu-c-1"])],
                 reasons: vec!["needs 300 GiB: 4 whole GPUs on one node".to_owned()],
+                slo_unverified: Vec::new(),
             },
             ModelPlan {
                 name: "whisper".to_owned(),
@@ -433,6 +440,7 @@ pub fn multi_gpu() -> Fixture {
                     group("nvidia.com/mig-3g.40gb", 1, 2, "hgx", &["gpu-c-1"]),
                 ],
                 reasons: vec!["spread `gpu`: every replica on its own GPU; two MIG instances use the GPU left on `gpu-c-1`".to_owned()],
+                slo_unverified: Vec::new(),
             },
         ],
         mig_configs: BTreeMap::from([

@@ -1,0 +1,136 @@
+//! The pairs format of MPS calibration runs (`tests/data/mps/`, README there): every scenario run
+//! once under time-slicing and once under MPS, back to back, with each service's closed-loop
+//! capacity alone at the top of the file.
+//!
+//! In: the file's JSON text. Out: the same runs as a [`CalibrationFile`] (both halves of every
+//! pair as scenarios of their sharing mode, capacities by service name), so that one evaluation
+//! ([`super::evaluate`]) and one fit ([`super::fit`]) serve both formats. Guaranteed: nothing is
+//! dropped; a scenario whose lists disagree in length is an error, not a guess.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{CalibrationFile, Capacity, Member, Scenario, Sharing};
+
+#[derive(Debug, Deserialize)]
+struct PairsFile {
+    #[serde(default)]
+    gpu: Option<String>,
+    capacity: Vec<Run>,
+    pairs: Vec<Pair>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Pair {
+    #[serde(rename = "time-slicing")]
+    time_slicing: Run,
+    mps: Run,
+}
+
+#[derive(Debug, Deserialize)]
+struct Run {
+    scenario: String,
+    sharing: Sharing,
+    closed: bool,
+    #[serde(default)]
+    load_fraction: Option<Vec<f64>>,
+    #[serde(default)]
+    active_thread_pct: Option<Vec<Option<f64>>>,
+    members: Vec<RunMember>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RunMember {
+    name: String,
+    thr_rps: f64,
+    p99: f64,
+}
+
+/// Whether `text` is in the pairs format (a top-level `pairs` list) rather than the
+/// time-slicing format of `tests/data/timeslicing/`.
+pub fn is_pairs(value: &serde_json::Value) -> bool {
+    value.get("pairs").is_some_and(serde_json::Value::is_array)
+}
+
+/// Reads a pairs file into a [`CalibrationFile`]: the capacity runs become the capacities (the
+/// first run of a service wins), each pair's two halves become two scenarios.
+pub fn parse(text: &str) -> Result<CalibrationFile, String> {
+    let file: PairsFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let mut capacity = BTreeMap::new();
+    for run in &file.capacity {
+        for m in &run.members {
+            capacity.entry(m.name.clone()).or_insert(Capacity { thr_rps: m.thr_rps, p99: m.p99 });
+        }
+    }
+    let mut scenarios = Vec::new();
+    for pair in file.pairs {
+        for run in [pair.time_slicing, pair.mps] {
+            scenarios.push(scenario(run)?);
+        }
+    }
+    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios })
+}
+
+fn scenario(run: Run) -> Result<Scenario, String> {
+    let n = run.members.len();
+    let loads = run.load_fraction.unwrap_or_default();
+    let caps = run.active_thread_pct.unwrap_or_default();
+    if (!run.closed && loads.len() != n) || (!caps.is_empty() && caps.len() != n) {
+        return Err(format!(
+            "scenario `{}` ({}) has {n} members but {} loads and {} thread caps",
+            run.scenario,
+            run.sharing.word(),
+            loads.len(),
+            caps.len()
+        ));
+    }
+    let members = run
+        .members
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| Member {
+            name: m.name,
+            load: if run.closed { None } else { loads.get(i).copied() },
+            closed_loop: run.closed,
+            p99: m.p99,
+            // Under time-slicing the MPS variable has no effect; the cap is kept for the record.
+            thread_cap: caps.get(i).copied().flatten().map(|pct| pct / 100.0),
+        })
+        .collect();
+    Ok(Scenario { scenario: run.scenario, sharing: run.sharing, members })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Sharing, parse};
+
+    #[test]
+    fn both_halves_of_a_pair_become_scenarios_with_their_loads_and_caps() {
+        let text = r#"{"capacity": [{"scenario": "asr_alone_closed", "sharing": "time-slicing", "closed": true,
+              "members": [{"name": "asr", "thr_rps": 800.0, "p99": 1.5}], "active_thread_pct": [null]}],
+            "pairs": [{"time-slicing": {"scenario": "asr30_x2", "sharing": "time-slicing", "closed": false,
+                         "load_fraction": [0.3, 0.3], "active_thread_pct": [50, 50],
+                         "members": [{"name": "asr", "thr_rps": 1.0, "p99": 4.0}, {"name": "asr", "thr_rps": 1.0, "p99": 4.5}]},
+                       "mps": {"scenario": "asr30_x2", "sharing": "mps", "closed": false,
+                         "load_fraction": [0.3, 0.3], "active_thread_pct": [50, 50],
+                         "members": [{"name": "asr", "thr_rps": 1.0, "p99": 3.0}, {"name": "asr", "thr_rps": 1.0, "p99": 3.5}]}}]}"#;
+        let file = parse(text).expect("valid pairs file");
+        assert_eq!(file.capacity.len(), 1);
+        assert_eq!(file.scenarios.len(), 2);
+        assert_eq!(file.scenarios[1].sharing, Sharing::Mps);
+        assert_eq!(file.scenarios[1].members[1].load, Some(0.3));
+        assert_eq!(file.scenarios[1].members[1].thread_cap, Some(0.5));
+        assert!((file.scenarios[1].members[1].p99 - 3.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_scenario_with_lists_of_different_lengths_is_an_error() {
+        let text = r#"{"capacity": [], "pairs": [{"time-slicing": {"scenario": "s", "sharing": "time-slicing",
+              "closed": false, "load_fraction": [0.3], "members": [{"name": "a", "thr_rps": 1.0, "p99": 1.0},
+              {"name": "b", "thr_rps": 1.0, "p99": 1.0}]}, "mps": {"scenario": "s", "sharing": "mps", "closed": true,
+              "members": []}}]}"#;
+        let err = parse(text).expect_err("two members, one load");
+        assert!(err.contains("2 members but 1 loads"), "{err}");
+    }
+}
