@@ -16,7 +16,16 @@
 
 use crate::catalog::GpuModel;
 use crate::catalog::layout::{self, PlacedInstance};
-use crate::plan::problem::ProfileInfo;
+
+/// One usable MIG profile of a pool's GPU.
+#[derive(Clone, Debug)]
+pub(crate) struct ProfileInfo {
+    pub name: String,
+    pub memory_mib: u64,
+    pub sms: u32,
+    pub compute_slices: u8,
+    pub memory_slices: u8,
+}
 
 /// A valid MIG layout of one GPU.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -38,47 +38,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
-use crate::plan::assign::PoolCounts;
-use crate::plan::problem::{Kind, Need, Opt, Problem};
+use crate::plan::problem::{Kind, Need, Opt, Problem, is_large};
 use crate::spec::Spread;
 
 /// Whether the objective counts distinct configs (needs binaries; HiGHS only).
 const WITH_CONFIG_COUNT: bool = cfg!(feature = "highs");
 
-/// Column groups above which a program is *large*: the distinct-configs level (a big-M binary
-/// per config variable) is left out and the relative gap is [`LARGE_RELATIVE_GAP`]. On the
-/// 1,000-GPU benchmark fleet (200 models) those binaries cost HiGHS most of its time in
-/// root heuristics while the cost was settled at the first good incumbent.
-const LARGE_ABOVE_COLUMNS: usize = 60;
-
 /// Relative gap of large programs: the cost is within 0.2% of the proven bound (well inside
 /// the 2% quality target) instead of within half of the cheapest GPU.
 pub(crate) const LARGE_RELATIVE_GAP: f64 = 0.002;
-
-/// Whether the program for this problem is *large* (see [`LARGE_ABOVE_COLUMNS`]): counted
-/// with the columns of light options only, as the program was before heavy time-slices (which
-/// large programs leave out).
-pub(crate) fn is_large(problem: &Problem<'_>) -> bool {
-    let eff = problem.spec.policy.time_slicing_efficiency;
-    let mut keys: std::collections::BTreeSet<Vec<(usize, Kind)>> = std::collections::BTreeSet::new();
-    let mut singles = 0usize;
-    for m in &problem.models {
-        match m.need {
-            Need::Replicas(_) if m.spec.spread == Spread::None => {
-                let c = m.spec.compute;
-                keys.insert(
-                    m.options
-                        .iter()
-                        .filter(|o| !crate::plan::problem::heavy(o, c, eff))
-                        .map(|o| (o.pool, o.kind))
-                        .collect(),
-                );
-            }
-            _ => singles += 1,
-        }
-    }
-    keys.len() + singles > LARGE_ABOVE_COLUMNS
-}
 
 /// What to optimise.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,6 +61,23 @@ pub(crate) enum Goal {
     /// Capacity relaxed by extra nodes per pool; minimise the GPUs added (its LP relaxation
     /// when not `integer`: the fallback when the integer program stops without a solution).
     Extend { integer: bool },
+}
+
+/// Per-pool counts chosen by the optimiser.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PoolCounts {
+    /// GPUs per candidate layout (same index as `PoolCtx::layouts`).
+    pub layouts: Vec<u64>,
+    /// Time-sliced GPUs per replica count k.
+    pub ts: BTreeMap<u32, u64>,
+    /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.
+    pub whole_nodes: u64,
+    pub ts_nodes: BTreeMap<u32, u64>,
+    /// GPUs on nodes whose instances of one profile are time-sliced with k, per (profile, k),
+    /// per candidate layout (same index as `PoolCtx::layouts`), and their nodes.
+    pub mig_ts: BTreeMap<(usize, u32), Vec<u64>>,
+    pub mig_ts_nodes: BTreeMap<(usize, u32), u64>,
+    pub nodes: u64,
 }
 
 #[derive(Clone, Debug, Default)]

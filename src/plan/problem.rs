@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, GpuModel};
 use crate::plan::latency::Refusal;
-use crate::plan::layouts::{self, Layout};
+use crate::plan::layouts::{self, Layout, ProfileInfo};
 use crate::plan::rules::{self, AloneSlo};
 use crate::spec::{Demand, Isolation, MigStrategy, Model, Policy, Pool, Spec, Spread};
 
@@ -91,16 +91,6 @@ pub(crate) struct Rejection {
     pub pool: usize,
     pub reason: Reason,
     pub text: String,
-}
-
-/// One usable MIG profile of a pool's GPU.
-#[derive(Clone, Debug)]
-pub(crate) struct ProfileInfo {
-    pub name: String,
-    pub memory_mib: u64,
-    pub sms: u32,
-    pub compute_slices: u8,
-    pub memory_slices: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -215,7 +205,7 @@ pub(crate) struct Problem<'a> {
     /// [`crate::plan::assign::NodeA::mig_spread_ok`]).
     pub mig_spread_models: bool,
     /// Small problems (at most [`SMALL_REPLICAS`] replicas, no rate demand, and not
-    /// [`crate::plan::milp::is_large`]) model more: heavy time-sliced tenants on combined-compute
+    /// [`is_large`]) model more: heavy time-sliced tenants on combined-compute
     /// nodes, and exclusive MIG replicas on the other instances of MIG time-slicing GPUs of
     /// any layout. Others leave both out (their options and placements too, so that every plan
     /// stays inside the model its bound is for).
@@ -324,7 +314,7 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
             Need::Rate { .. } => u64::from(SMALL_REPLICAS) + 1,
         })
         .sum();
-    problem.small = !crate::plan::milp::is_large(&problem) && replicas <= u64::from(SMALL_REPLICAS);
+    problem.small = !is_large(&problem) && replicas <= u64::from(SMALL_REPLICAS);
     let eff = spec.policy.time_slicing_efficiency;
     for mc in &mut problem.models {
         let keep_heavy = problem.small && mc.spec.spread == Spread::None;
@@ -350,6 +340,33 @@ fn ts_size(compute: f64, k: u32, efficiency: f64) -> f64 {
 /// worse: a 40-model, 128-GPU spec (`mid_size_plan_is_near_the_bound…`) took 79 GPUs
 /// instead of 77.
 const SMALL_REPLICAS: u32 = 32;
+
+/// Column groups above which a program is *large*: the distinct-configs level (a big-M binary
+/// per config variable) is left out and the relative gap is [`crate::plan::milp::LARGE_RELATIVE_GAP`]. On the
+/// 1,000-GPU benchmark fleet (200 models) those binaries cost HiGHS most of its time in
+/// root heuristics while the cost was settled at the first good incumbent.
+const LARGE_ABOVE_COLUMNS: usize = 60;
+
+/// Whether the program for this problem is *large* (see [`LARGE_ABOVE_COLUMNS`]): counted
+/// with the columns of light options only, as the program was before heavy time-slices (which
+/// large programs leave out).
+pub(crate) fn is_large(problem: &Problem<'_>) -> bool {
+    let eff = problem.spec.policy.time_slicing_efficiency;
+    let mut keys: std::collections::BTreeSet<Vec<(usize, Kind)>> = std::collections::BTreeSet::new();
+    let mut singles = 0usize;
+    for m in &problem.models {
+        match m.need {
+            Need::Replicas(_) if m.spec.spread == Spread::None => {
+                let c = m.spec.compute;
+                keys.insert(
+                    m.options.iter().filter(|o| !heavy(o, c, eff)).map(|o| (o.pool, o.kind)).collect(),
+                );
+            }
+            _ => singles += 1,
+        }
+    }
+    keys.len() + singles > LARGE_ABOVE_COLUMNS
+}
 
 /// Candidate layouts (indices into `PoolCtx::layouts`) of GPUs on nodes that time-slice
 /// profile `q` of pool `pi`: the one with the most `q` instances (the homogeneous cut, plus

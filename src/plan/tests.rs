@@ -51,11 +51,11 @@ fn seven_small_instances_is_a_maximal_layout() {
 /// extension finds every valid multiset).
 fn reference_all(
     gpu: &crate::catalog::GpuModel,
-    profiles: &[crate::plan::problem::ProfileInfo],
+    profiles: &[crate::plan::layouts::ProfileInfo],
 ) -> Vec<Vec<u8>> {
     fn grow(
         gpu: &crate::catalog::GpuModel,
-        profiles: &[crate::plan::problem::ProfileInfo],
+        profiles: &[crate::plan::layouts::ProfileInfo],
         from: usize,
         counts: &mut Vec<u8>,
         out: &mut Vec<Vec<u8>>,

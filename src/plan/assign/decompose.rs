@@ -1,23 +1,7 @@
 //! Decomposition of the optimiser's per-pool counts to nodes and GPUs (see [`decompose`]).
 
 use super::*;
-
-/// Per-pool counts chosen by the optimiser.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct PoolCounts {
-    /// GPUs per candidate layout (same index as `PoolCtx::layouts`).
-    pub layouts: Vec<u64>,
-    /// Time-sliced GPUs per replica count k.
-    pub ts: BTreeMap<u32, u64>,
-    /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.
-    pub whole_nodes: u64,
-    pub ts_nodes: BTreeMap<u32, u64>,
-    /// GPUs on nodes whose instances of one profile are time-sliced with k, per (profile, k),
-    /// per candidate layout (same index as `PoolCtx::layouts`), and their nodes.
-    pub mig_ts: BTreeMap<(usize, u32), Vec<u64>>,
-    pub mig_ts_nodes: BTreeMap<(usize, u32), u64>,
-    pub nodes: u64,
-}
+use crate::plan::milp::PoolCounts;
 
 /// Turns the optimiser's counts into concrete nodes and GPUs, then places every replica.
 ///

@@ -1,0 +1,488 @@
+//! The optimiser's cascade as named steps: each step is one function that returns a
+//! [`Candidate`] (an assignment, the [`Method`] that found it, whether the solver proved it);
+//! [`keep_cheaper`] is the one rule for choosing between two; [`Method`] owns every sentence a
+//! plan's reasons give about how it was found.
+//!
+//! In: a [`Problem`] with its relaxations ([`Inputs`]). Out: the plan's assignment and method,
+//! or diagnostics when no plan exists. Deterministic: every step is bounded by counts (nodes,
+//! placements), never by a clock.
+//!
+//! The cascade ([`run`]): on a large program the relaxation laid out ([`relaxation_laid_out`])
+//! is kept when it is close to the relaxation; else the MILP ([`solve_milp`]), its counts laid
+//! out ([`lay_out`], [`lay_out_one_profile`]) and compared with first fit ([`judge`]), then on
+//! large programs the relaxation's guided plans ([`guided`]), then the exhaustive search of
+//! small inputs ([`improved`]). When nothing gives a plan, the fallbacks ([`fallback`]).
+
+use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::plan::Tracer;
+use crate::plan::assign::{self, Assignment};
+use crate::plan::bounds::ValidBound;
+use crate::plan::milp::{self, Goal, MilpError, MilpResult, Pins};
+use crate::plan::problem::{self, Problem};
+use crate::plan::rounding::{exact_totals, one_spread_profile, round_all, round_rates};
+
+/// Relative gap to the LP relaxation's cost within which a large program's relaxation laid out
+/// on nodes is kept without running the optimiser (half the 2% quality target of DESIGN.md).
+pub(crate) const RELAXATION_PLAN_GAP: f64 = 0.01;
+
+/// Costs closer than this are equal: a later candidate replaces an earlier one only when it is
+/// cheaper by more (ties go to the earlier step of the cascade).
+const COST_EPSILON: f64 = 1e-9;
+
+/// A plan one step of the cascade found.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub assignment: Assignment,
+    pub method: Method,
+    /// Whether the solver proved it optimal for the planner's model (the full program).
+    pub proved: bool,
+    /// Whether a first-fit search made it (it then stands for the first-fit figure).
+    pub searched: bool,
+}
+
+impl Candidate {
+    fn new(assignment: Assignment, method: Method) -> Self {
+        Candidate { assignment, method, proved: false, searched: false }
+    }
+}
+
+/// Whether cost `b` is below cost `a` by more than [`COST_EPSILON`]: the one rule for choosing
+/// between two results of the cascade (ties keep `a`, the earlier one).
+fn below(b: f64, a: f64) -> bool {
+    b < a - COST_EPSILON
+}
+
+/// [`below`] for assignments.
+fn cheaper(problem: &Problem<'_>, b: &Assignment, a: &Assignment) -> bool {
+    below(b.cost(problem), a.cost(problem))
+}
+
+/// The cheaper of two optional results by [`cheaper`] (`of` gives each one's assignment); ties
+/// and a missing `b` keep `a`.
+fn keep_cheaper_by<T>(
+    problem: &Problem<'_>,
+    a: Option<T>,
+    b: Option<T>,
+    of: impl Fn(&T) -> &Assignment,
+) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) if cheaper(problem, of(&b), of(&a)) => Some(b),
+        (None, b) => b,
+        (a, _) => a,
+    }
+}
+
+/// [`keep_cheaper_by`] for assignments.
+fn keep_cheaper(problem: &Problem<'_>, a: Option<Assignment>, b: Option<Assignment>) -> Option<Assignment> {
+    keep_cheaper_by(problem, a, b, |x| x)
+}
+
+/// A step that improves on an earlier plan, or rescues the cascade when nothing gave one.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Step {
+    /// The LP relaxation's device choices laid out on nodes.
+    RelaxationLaidOut,
+    /// First fit guided by the LP relaxation's device choices.
+    FfdGuided,
+    /// First fit in another order (named).
+    FfdReordered(&'static str),
+    /// First-fit-decreasing with backtracking.
+    FfdSearch,
+    /// The exhaustive search of a small input.
+    Improve,
+}
+
+impl Step {
+    fn what(&self) -> String {
+        match self {
+            Step::RelaxationLaidOut => "the LP relaxation's device choices laid out on nodes".to_owned(),
+            Step::FfdGuided => "first fit guided by the LP relaxation's device choices".to_owned(),
+            Step::FfdReordered(order) => format!("first fit in another order ({order})"),
+            Step::FfdSearch => "first-fit-decreasing with backtracking".to_owned(),
+            Step::Improve => "an exhaustive search of this small input".to_owned(),
+        }
+    }
+}
+
+/// Why the optimiser's path gave no plan of its own.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Why {
+    /// Its counts could not be decomposed to nodes.
+    NotDecomposed,
+    /// The solver failed (its message).
+    SolverFailed(String),
+}
+
+impl Why {
+    fn sentence(&self) -> String {
+        match self {
+            Why::NotDecomposed => "the optimiser's counts could not be decomposed to nodes".to_owned(),
+            Why::SolverFailed(e) => format!("the solver failed ({e})"),
+        }
+    }
+}
+
+/// How a plan was found: the one place that words it for the plan's reasons.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Method {
+    /// A large program's relaxation laid out, close enough that the optimiser was not run.
+    RelaxationKept,
+    /// The optimiser's counts laid out: `repaired` replicas placed by first fit, `proved`
+    /// whether the solver proved it optimal for the planner's model.
+    Milp { proved: bool, repaired: u32 },
+    /// First fit's plan kept: it beat the optimiser's result.
+    FfdBeatOptimiser,
+    /// First fit's plan kept: the optimiser's path gave none.
+    FfdKept(Why),
+    /// First fit's plan kept: the optimiser reported no solution.
+    FfdKeptNoSolution,
+    /// The optimiser's path gave no plan; a fallback step found this one.
+    Fallback { why: Why, by: Step },
+    /// A later step found a cheaper plan than `first`'s.
+    Then { first: Box<Method>, by: Step },
+}
+
+impl Method {
+    /// The sentence every model's reasons end with.
+    pub(crate) fn sentence(&self) -> String {
+        match self {
+            Method::RelaxationKept => format!(
+                "the LP relaxation's device choices laid out on nodes, within {:.0}% of the relaxation's cost, so the optimiser was not run (large program; not proven optimal)",
+                RELAXATION_PLAN_GAP * 100.0
+            ),
+            Method::Milp { repaired, .. } if *repaired > 0 => format!(
+                "placed by the MILP optimiser, except {repaired} replica(s) its counts could not lay out on nodes (spread and node sharing are only partly in its model), which first fit placed"
+            ),
+            Method::Milp { proved: true, .. } => {
+                "placed by the MILP optimiser, which proved it optimal for the planner's model".to_owned()
+            }
+            Method::Milp { .. } => {
+                format!(
+                    "placed by the MILP optimiser, which did not prove it optimal ({})",
+                    milp::UNPROVEN_WHY
+                )
+            }
+            Method::FfdBeatOptimiser => {
+                "first-fit-decreasing beat the optimiser's result, so its plan is kept".to_owned()
+            }
+            Method::FfdKept(why) => format!("{}; the first-fit-decreasing plan is kept", why.sentence()),
+            Method::FfdKeptNoSolution => {
+                "the optimiser reported no solution; the first-fit-decreasing plan is kept".to_owned()
+            }
+            Method::Fallback { why, by } => format!("{}; {} found this plan", why.sentence(), by.what()),
+            Method::Then { first, by: Step::Improve } => {
+                format!("{}; {} then found a cheaper plan, this one", first.sentence(), Step::Improve.what())
+            }
+            Method::Then { first, by } => format!(
+                "{}; {} then gave a cheaper plan, this one (not proven optimal)",
+                first.sentence(),
+                by.what()
+            ),
+        }
+    }
+}
+
+/// What the cascade starts from (computed once by the planner).
+pub(crate) struct Inputs<'r> {
+    pub goal: Goal,
+    /// The relaxation that guides lay-outs: the cost relaxation on priced pools, else `relaxed`.
+    pub guide: Option<&'r MilpResult>,
+    /// The LP relaxation minimising GPUs.
+    pub relaxed: Option<&'r MilpResult>,
+    /// Whether the program is large ([`problem::is_large`]).
+    pub large: bool,
+    /// The guide's replica choices rounded, on large programs.
+    pub preferred: Option<Pins>,
+    /// The bound valid for every plan.
+    pub valid: &'r ValidBound,
+}
+
+/// The cascade: the plan, how it was found, whether the solver proved it.
+pub(crate) fn run(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    ffd: Option<Assignment>,
+    tracer: &mut Tracer<'_>,
+) -> Result<Candidate, Diagnostics> {
+    let laid_out = relaxation_laid_out(problem, inputs, tracer);
+    let candidate = match laid_out {
+        Some((a, lp)) if close(problem, &a, lp, ffd.as_ref()) => Candidate::new(a, Method::RelaxationKept),
+        laid_out => {
+            let o = optimise(problem, inputs, ffd, tracer)?;
+            if o.proved { o } else { guided(problem, inputs, o, laid_out.map(|x| x.0), tracer) }
+        }
+    };
+    Ok(improved(problem, inputs, candidate, tracer))
+}
+
+/// Whether a relaxation's lay-out is within [`RELAXATION_PLAN_GAP`] of the relaxation's cost
+/// `lp` and no dearer than first fit.
+fn close(problem: &Problem<'_>, a: &Assignment, lp: f64, ffd: Option<&Assignment>) -> bool {
+    a.cost(problem) <= lp * (1.0 + RELAXATION_PLAN_GAP) + COST_EPSILON
+        && ffd.is_none_or(|f| !cheaper(problem, f, a))
+}
+
+/// Step: a large program's relaxation laid out — its device counts rounded, each model's
+/// replicas made whole on its most-used devices, what finds no room placed by first fit. With
+/// the relaxation's cost.
+fn relaxation_laid_out(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    tracer: &mut Tracer<'_>,
+) -> Option<(Assignment, f64)> {
+    let (lp, pref) = inputs.guide.zip(inputs.preferred.as_ref())?;
+    let a = assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true)?;
+    tr!(
+        tracer,
+        "relaxation laid out: {} GPUs, cost {:.3}, {} replica(s) placed by first fit",
+        a.gpus_used(),
+        a.cost(problem),
+        a.repaired
+    );
+    Some((a, lp.cost))
+}
+
+/// Step: on a large program whose solve stopped without a proof, the relaxation laid out or
+/// first fit guided by its device choices, when cheaper than the optimiser's plan.
+fn guided(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    mut o: Candidate,
+    laid_out: Option<Assignment>,
+    tracer: &mut Tracer<'_>,
+) -> Candidate {
+    let Some(pref) = &inputs.preferred else { return o };
+    let ffd_guided = assign::ffd_guided(problem, pref).map(|a| (a, Step::FfdGuided));
+    let best = keep_cheaper_by(problem, laid_out.map(|a| (a, Step::RelaxationLaidOut)), ffd_guided, |x| &x.0);
+    if let Some((g, by)) = best
+        && cheaper(problem, &g, &o.assignment)
+    {
+        tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), g.gpus_used(), g.cost(problem));
+        o.method = Method::Then { first: Box::new(o.method), by };
+        o.assignment = g;
+    }
+    o
+}
+
+/// Step: on small inputs, when the plan is neither proven nor at the bound valid for every
+/// plan, an exhaustive search may find a cheaper plan than the optimiser's counts laid out
+/// (their model aggregates some node-level rules).
+fn improved(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {
+    if c.proved || meets_valid_bound(problem, inputs, &c.assignment) {
+        return c;
+    }
+    match assign::improve(problem, &c.assignment) {
+        Some(b) => {
+            tr!(tracer, "exhaustive search: {} GPUs, cost {:.3}", b.gpus_used(), b.cost(problem));
+            Candidate {
+                assignment: b,
+                method: Method::Then { first: Box::new(c.method), by: Step::Improve },
+                ..c
+            }
+        }
+        None => c,
+    }
+}
+
+/// Whether the assignment meets the bound valid for every plan (cost on priced pools).
+fn meets_valid_bound(problem: &Problem<'_>, inputs: &Inputs<'_>, a: &Assignment) -> bool {
+    let valid = inputs.valid;
+    match (valid.cost_per_hour, problem.unit_price) {
+        (Some(bound), Some(unit)) => a.cost(problem) * unit <= bound * (1.0 + 1e-6),
+        _ => a.gpus_used() <= u64::from(valid.gpus),
+    }
+}
+
+/// The optimiser's path: the MILP (on large programs, first with the relaxation's replica
+/// choices pinned), its counts laid out on nodes, first fit when that fails or costs more, and
+/// the fallbacks when nothing gives a plan. `Err` when no plan exists (or the searches gave up).
+fn optimise(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    ffd: Option<Assignment>,
+    tracer: &mut Tracer<'_>,
+) -> Result<Candidate, Diagnostics> {
+    let (solved, second) = solve_milp(problem, inputs, tracer);
+    match (solved, ffd) {
+        (Ok(r), ffd) => {
+            let mut decomposed = lay_out(problem, &r);
+            decomposed = keep_cheaper(problem, decomposed, second.as_ref().and_then(|s| lay_out(problem, s)));
+            decomposed = lay_out_one_profile(problem, inputs, &r, decomposed, tracer);
+            tr!(
+                tracer,
+                "decomposition: {:?}",
+                decomposed.as_ref().map(|a| format!(
+                    "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
+                    a.gpus_used(),
+                    a.cost(problem),
+                    a.repaired
+                ))
+            );
+            judge(problem, &r, decomposed, ffd)
+        }
+        (Err(MilpError::Solver(e)), Some(f)) => Ok(Candidate::new(f, Method::FfdKept(Why::SolverFailed(e)))),
+        (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
+        (Err(MilpError::Solver(e)), None) => fallback(problem, Why::SolverFailed(e)),
+        (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err)),
+    }
+}
+
+/// The optimiser's laid-out counts against first fit: the candidate, with its method.
+fn judge(
+    problem: &Problem<'_>,
+    r: &MilpResult,
+    decomposed: Option<Assignment>,
+    ffd: Option<Assignment>,
+) -> Result<Candidate, Diagnostics> {
+    match (decomposed, ffd) {
+        (Some(a), Some(f)) if cheaper(problem, &f, &a) => Ok(Candidate::new(f, Method::FfdBeatOptimiser)),
+        (Some(a), _) => {
+            let proved = a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6;
+            let method = Method::Milp { proved, repaired: a.repaired };
+            Ok(Candidate { proved, ..Candidate::new(a, method) })
+        }
+        (None, Some(f)) => Ok(Candidate::new(f, Method::FfdKept(Why::NotDecomposed))),
+        (None, None) => fallback(problem, Why::NotDecomposed),
+    }
+}
+
+/// Step: the MILP. Large programs: first the relaxation's replica choices rounded (what remains
+/// is packing, which the solver does fast); when that is within the large-program gap of the
+/// relaxation's cost, the full program could not do better than its own stopping rule, so it
+/// is skipped; otherwise both results are returned (counts that cost the same may lay out
+/// differently well). When the search stopped early and rate models are involved, the LP
+/// relaxation's rate counts rounded are tried too, and the cheaper kept.
+fn solve_milp(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    tracer: &mut Tracer<'_>,
+) -> (Result<MilpResult, MilpError>, Option<MilpResult>) {
+    let goal = inputs.goal;
+    let no_pins = Pins::new();
+    let rounded = inputs.guide.filter(|_| inputs.large).and_then(|lp| {
+        let pins = round_all(problem, lp);
+        let mut r = milp::solve(problem, goal, &pins)
+            .inspect_err(|e| tr!(tracer, "MILP on the rounded relaxation: {e:?}"))
+            .ok()?;
+        r.optimal = false; // pinned: proves nothing for the full program
+        tr!(tracer, "MILP on the rounded relaxation: cost {:.3}", r.cost);
+        Some((r, lp.cost))
+    });
+    let (mut solved, second) = match rounded {
+        Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + COST_EPSILON => (Ok(r), None),
+        Some((r, _)) => match milp::solve(problem, goal, &no_pins) {
+            Ok(full) => (Ok(full), Some(r)),
+            Err(_) => (Ok(r), None),
+        },
+        None => (milp::solve(problem, goal, &no_pins), None),
+    };
+    tr!(tracer, "MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
+    if solved.as_ref().map_or(true, |r| !r.optimal)
+        && let Some(relaxed) = inputs.relaxed
+    {
+        let pins = round_rates(problem, relaxed);
+        if !pins.is_empty()
+            && let Ok(mut alt) = milp::solve(problem, goal, &pins)
+            && solved.as_ref().map_or(true, |r| below(alt.cost, r.cost))
+        {
+            alt.optimal = false; // pinned: proves nothing for the full program
+            solved = Ok(alt);
+        }
+    }
+    (solved, second)
+}
+
+/// Step: the optimiser's counts laid out on nodes — exactly; else its replica choices by
+/// backtracking (small inputs); else its counts with the replicas that find no room placed by
+/// first fit. On problems with `spread: gpu` models that may run on MIG, also laid out without
+/// that rule at placement and then made to pass it; the cheaper kept.
+fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
+    let guarded = assign::decompose(problem, &r.counts, &r.replicas, false)
+        .or_else(|| assign::decompose_search(problem, &r.replicas, r.cost))
+        .or_else(|| assign::decompose(problem, &r.counts, &r.replicas, true));
+    // The `spread: gpu` rule on MIG is enforced at placement, against layouts not yet trimmed
+    // (instances no replica will use count), so it defers replicas that the final layout would
+    // take. The counts are laid out once more without it; where that layout breaks the rule,
+    // replicas trade instances (same cost, each keeps an option of its model) until no node
+    // does, and that plan is kept when it is cheaper and every node of its trimmed layout
+    // passes the rule (the verifier's).
+    let unguarded = problem
+        .mig_spread_models
+        .then(|| Problem { mig_spread_models: false, ..problem.clone() })
+        .and_then(|p| {
+            assign::decompose(&p, &r.counts, &r.replicas, false)
+                .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
+        })
+        .and_then(|mut a| {
+            let ok =
+                assign::untangle_mig_spread(problem, &mut a) || assign::replace_mig_spread(problem, &mut a);
+            ok.then_some(a)
+        });
+    keep_cheaper(problem, guarded, unguarded)
+}
+
+/// Step: `spread: gpu` on MIG — the optimiser may give such a model instances of two profiles
+/// that share GPUs, which no node can hold both of (its conditions are necessary only). When
+/// the lay-out lost against the counts, the program is solved again with each such model's MIG
+/// replicas of a pool on one profile, and that plan is kept when it lays out cheaper.
+fn lay_out_one_profile(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    r: &MilpResult,
+    decomposed: Option<Assignment>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Assignment> {
+    let lost = decomposed.as_ref().is_none_or(|a| a.repaired > 0 || a.cost(problem) > r.cost + COST_EPSILON);
+    if !problem.mig_spread_models || inputs.large || !lost {
+        return decomposed;
+    }
+    let Some(pins) = one_spread_profile(problem, &r.replicas) else { return decomposed };
+    let Ok(mut alt) = milp::solve(problem, inputs.goal, &pins) else { return decomposed };
+    alt.optimal = false; // pinned: proves nothing for the full program
+    tr!(tracer, "MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
+    keep_cheaper(problem, decomposed, lay_out(problem, &alt))
+}
+
+/// Steps when the optimiser's path gave no plan: first fit in other orders (linear in the
+/// replicas), then first-fit-decreasing with backtracking. `Err` names the model whose replica
+/// the search could not place: `no-feasible-plan` when the search was exhaustive, else
+/// `planner-failed`.
+fn fallback(problem: &Problem<'_>, why: Why) -> Result<Candidate, Diagnostics> {
+    if let Some((f, order)) = assign::ffd_reordered(problem) {
+        return Ok(Candidate {
+            searched: true,
+            ..Candidate::new(f, Method::Fallback { why, by: Step::FfdReordered(order) })
+        });
+    }
+    match assign::ffd_search(problem) {
+        Ok(f) => Ok(Candidate {
+            searched: true,
+            ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
+        }),
+        Err(stuck) => {
+            let mut d = if stuck.proven {
+                // The optimiser's conditions are necessary only; the search tried everything.
+                Diagnostic::error(
+                    codes::NO_FEASIBLE_PLAN,
+                    "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
+                )
+                .with_help("check spread, isolation and time-slicing settings; more nodes may help")
+            } else {
+                Diagnostic::error(
+                    codes::PLANNER_FAILED,
+                    "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
+                )
+                .with_help("this is a planner limitation; please report it with the manifest")
+            };
+            if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
+                d = d.with_note(format!(
+                    "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
+                    mc.name(),
+                    problem::spread_word(mc.spec.spread),
+                    problem::isolation_word(mc.spec.isolation)
+                ));
+            }
+            Err(Diagnostics::from_iter([d]))
+        }
+    }
+}
