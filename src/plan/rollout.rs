@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Plan;
 use super::previous::Previous;
+use crate::spec::deployment::{Budget, IntOrPercent};
 
 /// The changes section of `plan.json` (and of `PLAN.md`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -82,39 +83,6 @@ impl Changes {
             && self.nodes_repartitioned.is_empty()
             && self.nodes_configured.is_empty()
             && self.gpus_before == self.gpus_after
-    }
-}
-
-/// A model's PodDisruptionBudget, as rendered.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Budget {
-    MinAvailable(IntOrPercent),
-    MaxUnavailable(IntOrPercent),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum IntOrPercent {
-    Int(u32),
-    Percent(u32),
-}
-
-impl IntOrPercent {
-    /// The value scaled to `of` replicas, rounded up (as the disruption controller does).
-    fn scaled(self, of: u32) -> u32 {
-        match self {
-            IntOrPercent::Int(n) => n,
-            IntOrPercent::Percent(p) => (u64::from(p) * u64::from(of)).div_ceil(100) as u32,
-        }
-    }
-}
-
-impl Budget {
-    /// The fewest ready replicas the budget allows out of `desired`.
-    pub fn min_ready(&self, desired: u32) -> u32 {
-        match self {
-            Budget::MinAvailable(v) => v.scaled(desired),
-            Budget::MaxUnavailable(v) => desired.saturating_sub(v.scaled(desired)),
-        }
     }
 }
 
