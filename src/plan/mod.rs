@@ -32,7 +32,7 @@ use crate::catalog::Catalog;
 use crate::catalog::layout::PlacedInstance;
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::milp::{Goal, MilpError};
-use crate::spec::Spec;
+use crate::spec::{Keyword, Spec};
 
 /// One line of the planning trace: `tr!(tracer, "format", args…)` (see [`Tracer`]).
 macro_rules! tr {
@@ -592,8 +592,8 @@ fn optimise(
                     d = d.with_note(format!(
                         "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
                         mc.name(),
-                        problem::spread_word(mc.spec.spread),
-                        problem::isolation_word(mc.spec.isolation)
+                        mc.spec.spread.word(),
+                        mc.spec.isolation.word()
                     ));
                 }
                 Err(Diagnostics::from_iter([d]))

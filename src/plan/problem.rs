@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use crate::catalog::{Catalog, GpuModel};
 use crate::plan::layouts::{self, Layout};
 use crate::plan::rules;
-use crate::spec::{Demand, Isolation, MigStrategy, Model, Pool, Spec, Spread};
+use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -602,10 +602,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
         let max_k = policy.max_time_slicing_replicas;
         if max_k >= 2 {
             if m.isolation != Isolation::Shared {
-                reject(
-                    Reason::Isolation,
-                    format!("isolation `{}` forbids time-slicing", isolation_word(m.isolation)),
-                );
+                reject(Reason::Isolation, format!("isolation `{}` forbids time-slicing", m.isolation.word()));
             } else if m.llm && policy.llm_never_time_sliced {
                 reject(
                     Reason::Isolation,
@@ -683,22 +680,6 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
         }
     }
     ModelCtx { spec: m, need, options, rejected }
-}
-
-pub(crate) fn isolation_word(i: Isolation) -> &'static str {
-    match i {
-        Isolation::Hardware => "hardware",
-        Isolation::Shared => "shared",
-        Isolation::Dedicated => "dedicated",
-    }
-}
-
-pub(crate) fn spread_word(s: Spread) -> &'static str {
-    match s {
-        Spread::None => "none",
-        Spread::Gpu => "gpu",
-        Spread::Node => "node",
-    }
 }
 
 /// Options of a rate-demand model: only devices with an admissible measured point. A point is
