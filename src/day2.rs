@@ -83,7 +83,7 @@ pub fn import_current(
         let config = label("nvidia.com/mig.config");
         let mut gpus = vec![Vec::new(); count as usize];
         match (config.as_deref(), &parted) {
-            (None | Some("all-disabled"), _) => {}
+            (None | Some(crate::catalog::migparted::ALL_DISABLED), _) => {}
             (Some(c), None) => {
                 notes.push(format!("`nvidia.com/mig.config` is `{c}`, but no mig-parted config was given"))
             }

@@ -393,6 +393,59 @@ pub fn import(
         }
     };
     let mut diagnostics = Diagnostics::new();
+    let profiles = profiles_of(&rows, &placements, lgip_file, info, &mut diagnostics);
+    let Some(memory_mib) = info.memory_mib else {
+        diagnostics.push(problem(
+            query_file.unwrap_or(lgip_file),
+            0,
+            0,
+            "the GPU's total memory is unknown: no `FB Memory Usage` total (`<fb_memory_usage><total>` in XML)".to_owned(),
+            "pass the complete output of `nvidia-smi -q` or `nvidia-smi -q -x` with `--query`, or give `--memory-mib`",
+        ));
+        return Err(diagnostics);
+    };
+    let Some(name) = info.name.clone() else {
+        diagnostics.push(problem(
+            lgip_file,
+            0,
+            0,
+            "the GPU name is unknown".to_owned(),
+            "pass `--query` with `nvidia-smi -q` output or `--name`",
+        ));
+        return Err(diagnostics);
+    };
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    let gpu = entry(info, name, memory_mib, profiles);
+    let problems = check_model(&gpu);
+    if problems.is_empty() {
+        Ok(gpu)
+    } else {
+        Err(problems
+            .into_iter()
+            .map(|m| {
+                problem(
+                    lgip_file,
+                    0,
+                    0,
+                    m,
+                    "check that `-lgip` and `-lgipp` come from the same GPU and driver",
+                )
+            })
+            .collect())
+    }
+}
+
+/// The MIG profiles of the first GPU in the `-lgip` rows, with their placements from `-lgipp`;
+/// a profile without placements is a diagnostic.
+fn profiles_of(
+    rows: &[LgipRow],
+    placements: &[Placements],
+    lgip_file: FileId,
+    info: &DeviceInfo,
+    diagnostics: &mut Diagnostics,
+) -> Vec<MigProfile> {
     let first_gpu = rows.iter().map(|r| r.gpu).min().unwrap_or(0);
     let mut profiles: Vec<MigProfile> = Vec::new();
     for row in rows.iter().filter(|r| r.gpu == first_gpu) {
@@ -427,29 +480,12 @@ pub fn import(
             driver: info.driver.clone(),
         });
     }
-    let Some(memory_mib) = info.memory_mib else {
-        diagnostics.push(problem(
-            query_file.unwrap_or(lgip_file),
-            0,
-            0,
-            "the GPU's total memory is unknown: no `FB Memory Usage` total (`<fb_memory_usage><total>` in XML)".to_owned(),
-            "pass the complete output of `nvidia-smi -q` or `nvidia-smi -q -x` with `--query`, or give `--memory-mib`",
-        ));
-        return Err(diagnostics);
-    };
-    let Some(name) = info.name.clone() else {
-        diagnostics.push(problem(
-            lgip_file,
-            0,
-            0,
-            "the GPU name is unknown".to_owned(),
-            "pass `--query` with `nvidia-smi -q` output or `--name`",
-        ));
-        return Err(diagnostics);
-    };
-    if !diagnostics.is_empty() {
-        return Err(diagnostics);
-    }
+    profiles
+}
+
+/// The catalog entry of an imported GPU: its geometry from the profiles, its identity and
+/// memory from `nvidia-smi -q` (or the flags).
+fn entry(info: &DeviceInfo, name: String, memory_mib: u64, profiles: Vec<MigProfile>) -> GpuModel {
     let compute_slices = profiles.iter().map(|p| p.compute_slices).max().unwrap_or(0);
     let memory_slices = profiles
         .iter()
@@ -457,7 +493,7 @@ pub fn import(
         .max()
         .unwrap_or(0);
     let sms = info.sms.unwrap_or_else(|| profiles.iter().map(|p| p.sms).max().unwrap_or(0));
-    let gpu = GpuModel {
+    GpuModel {
         id: info.id.clone().unwrap_or_else(|| id_from_name(&name)),
         aliases: vec![product_label(&name)],
         product_labels: vec![product_label(&name)],
@@ -479,23 +515,6 @@ pub fn import(
         // The driver does not print datasheet figures; a merge keeps the existing entry's.
         throughput: None,
         mig: Some(MigGeometry { compute_slices, memory_slices, profiles }),
-    };
-    let problems = check_model(&gpu);
-    if problems.is_empty() {
-        Ok(gpu)
-    } else {
-        Err(problems
-            .into_iter()
-            .map(|m| {
-                problem(
-                    lgip_file,
-                    0,
-                    0,
-                    m,
-                    "check that `-lgip` and `-lgipp` come from the same GPU and driver",
-                )
-            })
-            .collect())
     }
 }
 

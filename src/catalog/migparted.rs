@@ -35,6 +35,14 @@ use serde_saphyr::Spanned;
 use super::{Catalog, GpuModel, layout, normalize_pci_id};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, codes, nearest};
 
+/// Mig-parted's name for "MIG off on every GPU": every custom mig-parted ConfigMap must carry
+/// it, and the GPU Operator applies it to nodes without a `nvidia.com/mig.config` label.
+pub const ALL_DISABLED: &str = "all-disabled";
+
+/// The device plugin's config for nodes without a `nvidia.com/device-plugin.config` label (no
+/// sharing), named here beside its mig-parted counterpart.
+pub const DEFAULT_DEVICE_PLUGIN_CONFIG: &str = "default";
+
 /// A mig-parted v1 config file, as mig-parted and the GPU Operator read it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -318,7 +326,7 @@ fn lint_text(at: &Locator, text: &str, catalog: &Catalog, node_specific: bool) -
         out.push(
             Diagnostic::error(codes::INVALID_VALUE, "`mig-configs` is empty")
                 .at(at.span(&raw.mig_configs), "no config here")
-                .with_help("add at least `all-disabled`"),
+                .with_help(format!("add at least `{ALL_DISABLED}`")),
         );
     }
     for (name, entries) in &raw.mig_configs.value.0 {
@@ -352,73 +360,13 @@ fn lint_config(
     for entry in &entries.value {
         let e = &entry.value;
         // Which GPUs the entry targets.
-        let targets: Option<Vec<&GpuModel>> = e.device_filter.as_ref().map(|filter| {
-            let ids: Vec<&str> = match &filter.value {
-                RawFilter::One(id) => vec![id.as_str()],
-                RawFilter::Many(ids) => ids.iter().map(String::as_str).collect(),
-            };
-            if ids.is_empty() {
-                out.push(
-                    Diagnostic::error(codes::INVALID_VALUE, "`device-filter` is an empty list")
-                        .at(at.span(filter), "no device id")
-                        .with_help("list PCI device ids such as `0x233010DE`, or drop the filter to match every GPU"),
-                );
-            }
-            let mut gpus: Vec<&GpuModel> = Vec::new();
-            for id in ids {
-                if normalize_pci_id(id).is_none() {
-                    out.push(
-                        Diagnostic::error(codes::INVALID_VALUE, format!("`{id}` is not a PCI device id"))
-                            .at(at.span(filter), "in this filter")
-                            .with_help("write device ids as `0xDDDD10DE` (device id, then NVIDIA's vendor id 10DE)"),
-                    );
-                    continue;
-                }
-                let found = catalog.by_pci_id(id);
-                if found.is_empty() {
-                    out.push(
-                        Diagnostic::warning(
-                            codes::MIG_CONFIG_UNMATCHED_FILTER,
-                            format!("device filter `{id}` matches no GPU in the catalog"),
-                        )
-                        .at(at.span(filter), "in this filter")
-                        .with_help("check the id, or add the GPU with `--catalog DIR` (see `gpuplan catalog import`)"),
-                    );
-                }
-                gpus.extend(found);
-            }
-            gpus.sort_by(|a, b| a.id.cmp(&b.id));
-            gpus.dedup_by(|a, b| a.id == b.id);
-            gpus
-        });
+        let targets: Option<Vec<&GpuModel>> =
+            e.device_filter.as_ref().map(|filter| filter_targets(at, catalog, filter, out));
         match &targets {
             Some(gpus) => matched.extend(gpus.iter().map(|g| g.id.as_str())),
             None => any_unfiltered = true,
         }
-        // Devices.
-        match &e.devices.value {
-            RawDevices::Word(w) if w == "all" => {}
-            RawDevices::Word(w) => out.push(
-                Diagnostic::error(
-                    codes::INVALID_VALUE,
-                    format!("`devices` must be `all` or a list of indices, not `{w}`"),
-                )
-                .at(at.span(&e.devices), "here")
-                .with_help("write `devices: all` or `devices: [0, 1]`"),
-            ),
-            RawDevices::List(list) => {
-                if list.iter().any(|&i| i < 0) {
-                    out.push(
-                        Diagnostic::error(
-                            codes::INVALID_VALUE,
-                            "GPU indices in `devices` must not be negative",
-                        )
-                        .at(at.span(&e.devices), "here")
-                        .with_help("indices count GPUs from 0 in NVML order"),
-                    );
-                }
-            }
-        }
+        lint_devices(at, &e.devices, out);
         // Duplicate entries: same filter (as a set) and same devices.
         let key = format!("{:?}|{:?}", filter_key(e), devices_key(&e.devices.value));
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
@@ -455,34 +403,7 @@ fn lint_config(
                 .with_help("set `mig-enabled: true` or remove `mig-devices`"),
             ),
             (true, Some(d)) if !d.value.0.is_empty() => {
-                let mut counts: BTreeMap<String, u32> = BTreeMap::new();
-                let mut ok = true;
-                for (profile, count) in &d.value.0 {
-                    if count.value < 0 || count.value > i64::from(u16::MAX) {
-                        out.push(
-                            Diagnostic::error(
-                                codes::INVALID_VALUE,
-                                format!("count {} is out of range", count.value),
-                            )
-                            .at(at.span(count), "here")
-                            .with_help("counts are instances per GPU, from 0 to the profile's maximum"),
-                        );
-                        ok = false;
-                    } else if count.value > 0 {
-                        *counts.entry(profile.value.clone()).or_insert(0) +=
-                            u32::try_from(count.value).unwrap_or(0);
-                    }
-                }
-                if ok && counts.is_empty() {
-                    out.push(
-                        Diagnostic::error(codes::INVALID_VALUE, "every count in `mig-devices` is zero")
-                            .at(at.map_span(d), "here")
-                            .with_help(
-                                "give at least one profile a positive count, or write `mig-devices: {}`",
-                            ),
-                    );
-                }
-                if ok && !counts.is_empty() {
+                if let Some(counts) = mig_counts(at, d, out) {
                     check_layout(at, catalog, config, targets.as_deref(), d, &counts, out);
                     layouts.push(counts);
                 }
@@ -491,26 +412,140 @@ fn lint_config(
         }
     }
     if !any_unfiltered && !node_specific && !layouts.is_empty() {
-        let untouched: Vec<&str> = catalog
-            .iter()
-            .filter(|g| !matched.contains(g.id.as_str()))
-            .filter(|g| layouts.iter().any(|l| layout::validate_counts(g, l).is_ok()))
-            .map(|g| g.id.as_str())
-            .collect();
-        if !untouched.is_empty() {
+        untouched_gpus(at, catalog, name, &matched, &layouts, out);
+    }
+}
+
+/// The catalog GPUs a `device-filter` targets, with a diagnostic for each id that is not a PCI
+/// device id or matches no catalog GPU.
+fn filter_targets<'c>(
+    at: &Locator,
+    catalog: &'c Catalog,
+    filter: &Spanned<RawFilter>,
+    out: &mut Diagnostics,
+) -> Vec<&'c GpuModel> {
+    let ids: Vec<&str> = match &filter.value {
+        RawFilter::One(id) => vec![id.as_str()],
+        RawFilter::Many(ids) => ids.iter().map(String::as_str).collect(),
+    };
+    if ids.is_empty() {
+        out.push(
+            Diagnostic::error(codes::INVALID_VALUE, "`device-filter` is an empty list")
+                .at(at.span(filter), "no device id")
+                .with_help("list PCI device ids such as `0x233010DE`, or drop the filter to match every GPU"),
+        );
+    }
+    let mut gpus: Vec<&GpuModel> = Vec::new();
+    for id in ids {
+        if normalize_pci_id(id).is_none() {
+            out.push(
+                Diagnostic::error(codes::INVALID_VALUE, format!("`{id}` is not a PCI device id"))
+                    .at(at.span(filter), "in this filter")
+                    .with_help("write device ids as `0xDDDD10DE` (device id, then NVIDIA's vendor id 10DE)"),
+            );
+            continue;
+        }
+        let found = catalog.by_pci_id(id);
+        if found.is_empty() {
             out.push(
                 Diagnostic::warning(
-                    codes::MIG_CONFIG_UNTOUCHED_GPU,
-                    format!(
-                        "config `{config}` leaves {} untouched although one of its layouts fits {}",
-                        list(&untouched),
-                        if untouched.len() == 1 { "it" } else { "them" }
-                    ),
+                    codes::MIG_CONFIG_UNMATCHED_FILTER,
+                    format!("device filter `{id}` matches no GPU in the catalog"),
                 )
-                .at(at.span(name), "no entry of this config matches them")
-                .with_help("add their PCI device ids to a `device-filter`; mig-parted reports success for GPUs no entry matches"),
+                .at(at.span(filter), "in this filter")
+                .with_help(
+                    "check the id, or add the GPU with `--catalog DIR` (see `gpuplan catalog import`)",
+                ),
             );
         }
+        gpus.extend(found);
+    }
+    gpus.sort_by(|a, b| a.id.cmp(&b.id));
+    gpus.dedup_by(|a, b| a.id == b.id);
+    gpus
+}
+
+/// `devices` is `all` or a list of indices from 0.
+fn lint_devices(at: &Locator, devices: &Spanned<RawDevices>, out: &mut Diagnostics) {
+    match &devices.value {
+        RawDevices::Word(w) if w == "all" => {}
+        RawDevices::Word(w) => out.push(
+            Diagnostic::error(
+                codes::INVALID_VALUE,
+                format!("`devices` must be `all` or a list of indices, not `{w}`"),
+            )
+            .at(at.span(devices), "here")
+            .with_help("write `devices: all` or `devices: [0, 1]`"),
+        ),
+        RawDevices::List(list) => {
+            if list.iter().any(|&i| i < 0) {
+                out.push(
+                    Diagnostic::error(codes::INVALID_VALUE, "GPU indices in `devices` must not be negative")
+                        .at(at.span(devices), "here")
+                        .with_help("indices count GPUs from 0 in NVML order"),
+                );
+            }
+        }
+    }
+}
+
+/// The instance counts of an entry's `mig-devices` (zero counts left out), or `None` after a
+/// diagnostic when a count is out of range or every count is zero.
+fn mig_counts(at: &Locator, d: &RawDevicesMap, out: &mut Diagnostics) -> Option<BTreeMap<String, u32>> {
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    let mut ok = true;
+    for (profile, count) in &d.value.0 {
+        if count.value < 0 || count.value > i64::from(u16::MAX) {
+            out.push(
+                Diagnostic::error(codes::INVALID_VALUE, format!("count {} is out of range", count.value))
+                    .at(at.span(count), "here")
+                    .with_help("counts are instances per GPU, from 0 to the profile's maximum"),
+            );
+            ok = false;
+        } else if count.value > 0 {
+            *counts.entry(profile.value.clone()).or_insert(0) += u32::try_from(count.value).unwrap_or(0);
+        }
+    }
+    if ok && counts.is_empty() {
+        out.push(
+            Diagnostic::error(codes::INVALID_VALUE, "every count in `mig-devices` is zero")
+                .at(at.map_span(d), "here")
+                .with_help("give at least one profile a positive count, or write `mig-devices: {}`"),
+        );
+    }
+    (ok && !counts.is_empty()).then_some(counts)
+}
+
+/// Warns about catalog GPUs that no entry of a filtered config matches although one of its
+/// layouts fits them (mig-parted reports success on them and changes nothing).
+fn untouched_gpus(
+    at: &Locator,
+    catalog: &Catalog,
+    name: &Spanned<String>,
+    matched: &BTreeSet<&str>,
+    layouts: &[BTreeMap<String, u32>],
+    out: &mut Diagnostics,
+) {
+    let config = &name.value;
+    let untouched: Vec<&str> = catalog
+        .iter()
+        .filter(|g| !matched.contains(g.id.as_str()))
+        .filter(|g| layouts.iter().any(|l| layout::validate_counts(g, l).is_ok()))
+        .map(|g| g.id.as_str())
+        .collect();
+    if !untouched.is_empty() {
+        out.push(
+            Diagnostic::warning(
+                codes::MIG_CONFIG_UNTOUCHED_GPU,
+                format!(
+                    "config `{config}` leaves {} untouched although one of its layouts fits {}",
+                    list(&untouched),
+                    if untouched.len() == 1 { "it" } else { "them" }
+                ),
+            )
+            .at(at.span(name), "no entry of this config matches them")
+            .with_help("add their PCI device ids to a `device-filter`; mig-parted reports success for GPUs no entry matches"),
+        );
     }
 }
 

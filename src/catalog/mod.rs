@@ -11,7 +11,7 @@
 //! Guarantee: every GPU in a loaded catalog passed [`check_model`]: profile names are unique,
 //! every instance fits inside the slice grid at every allowed start, maximum counts are at least
 //! one, and slice counts are small enough (at most 32) for the exhaustive layout search to stay
-//! fast. The loader does no IO; `load_catalog` in the command layer reads the folders.
+//! fast. The loader does no IO; `cli::common::load_catalog_checked` reads the folders.
 
 pub mod import;
 pub mod layout;

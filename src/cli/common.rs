@@ -49,18 +49,6 @@ pub struct CatalogDirs {
     pub dirs: Vec<std::path::PathBuf>,
 }
 
-/// Loads the catalog: the built-in entries plus the user's folders (or single files), and reports
-/// the catalog's diagnostics on stderr. Bad catalog files make it fail as a tool error; commands
-/// that want exit code 1 for them use [`load_catalog_checked`].
-#[allow(dead_code, reason = "the stable entry point for commands on other branches")]
-pub fn load_catalog(dirs: &[std::path::PathBuf]) -> anyhow::Result<Catalog> {
-    let ctx = Ctx { format: Format::Human, color: false, quiet: false };
-    match load_catalog_checked(&ctx, dirs)? {
-        Ok(catalog) => Ok(catalog),
-        Err(Rejected) => anyhow::bail!("the catalog files have errors"),
-    }
-}
-
 /// Loads the catalog (built-in entries, then every `*.yaml` / `*.yml` of each folder in file-name
 /// order, or the file itself when a path is a file). Diagnostics go to stderr as text, even with
 /// `--format json`, so that stdout stays one JSON document; errors give `Err(Rejected)`.

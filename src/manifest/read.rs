@@ -10,44 +10,8 @@ use std::ops::Range;
 
 use super::model::*;
 use super::tree::{Key, Node, Value};
-use super::words::{Isolation, MigStrategy, Spread};
+use super::words::Keyword;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Span, codes, nearest};
-
-/// A closed set of keywords a string field may hold.
-pub trait Keyword: Sized + Copy + 'static {
-    /// What the field is called in messages (`isolation`).
-    const WHAT: &'static str;
-    const ALL: &'static [(&'static str, Self)];
-}
-
-impl Keyword for Isolation {
-    const WHAT: &'static str = "isolation";
-    const ALL: &'static [(&'static str, Self)] = &[
-        ("hardware", Isolation::Hardware),
-        ("shared", Isolation::Shared),
-        ("dedicated", Isolation::Dedicated),
-    ];
-}
-
-impl Keyword for Spread {
-    const WHAT: &'static str = "spread";
-    const ALL: &'static [(&'static str, Self)] =
-        &[("none", Spread::None), ("gpu", Spread::Gpu), ("node", Spread::Node)];
-}
-
-impl Keyword for crate::manifest::words::ChangeMode {
-    const WHAT: &'static str = "change mode";
-    const ALL: &'static [(&'static str, Self)] = &[
-        ("minimal", crate::manifest::words::ChangeMode::Minimal),
-        ("full", crate::manifest::words::ChangeMode::Full),
-    ];
-}
-
-impl Keyword for MigStrategy {
-    const WHAT: &'static str = "MIG strategy";
-    const ALL: &'static [(&'static str, Self)] =
-        &[("mixed", MigStrategy::Mixed), ("single", MigStrategy::Single), ("none", MigStrategy::None)];
-}
 
 impl Keyword for ModelClass {
     const WHAT: &'static str = "model class";

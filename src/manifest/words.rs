@@ -2,19 +2,55 @@
 //! parsing (isolation levels, spreads, the MIG strategy, a measured point). They live here, in
 //! the lower stage, so that the manifest never imports from [`crate::spec`]; the spec re-exports
 //! them.
+//!
+//! Each keyword is spelled once, in its variant's line of a `keywords!` block: that word is
+//! serde's and the JSON Schema's name of the value, the reader parses it ([`Keyword::ALL`]),
+//! and messages name the value with [`Keyword::word`].
 
 use serde::Serialize;
 
-/// How the device plugin advertises MIG devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MigStrategy {
-    /// One resource per MIG profile (`nvidia.com/mig-3g.40gb`); profiles may differ on a node.
-    Mixed,
-    /// All GPUs of a node cut alike and advertised as `nvidia.com/gpu`.
-    Single,
-    /// MIG devices are not advertised.
-    None,
+/// A closed set of keywords a string field may hold.
+pub trait Keyword: Sized + Copy + PartialEq + 'static {
+    /// What the field is called in messages (`isolation`).
+    const WHAT: &'static str;
+    /// Every value with its word, in the order messages list them.
+    const ALL: &'static [(&'static str, Self)];
+
+    /// The word of this value, as the manifest spells it.
+    fn word(self) -> &'static str {
+        Self::ALL.iter().find(|(_, v)| *v == self).map_or("", |(w, _)| w)
+    }
+}
+
+/// Defines an enum of keywords and its [`Keyword`] table from one list: `Variant = "word"`, the
+/// word given to serde (and so to schemars) as the variant's name.
+macro_rules! keywords {
+    ($(#[$meta:meta])* pub enum $name:ident ($what:literal) {
+        $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+
+    }) => {
+        $(#[$meta])*
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $word)] $variant,)+
+        }
+
+        impl Keyword for $name {
+            const WHAT: &'static str = $what;
+            const ALL: &'static [(&'static str, Self)] = &[$(($word, $name::$variant)),+];
+        }
+    };
+}
+
+keywords! {
+    /// How the device plugin advertises MIG devices.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+    pub enum MigStrategy ("MIG strategy") {
+        /// One resource per MIG profile (`nvidia.com/mig-3g.40gb`); profiles may differ on a node.
+        Mixed = "mixed",
+        /// All GPUs of a node cut alike and advertised as `nvidia.com/gpu`.
+        Single = "single",
+        /// MIG devices are not advertised.
+        None = "none",
+    }
 }
 
 /// One measured operating point of a model on one device size.
@@ -34,38 +70,56 @@ pub struct MeasuredPoint {
     pub latency_ms: f64,
 }
 
-/// How a model's replicas may share a GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    /// A MIG instance or a whole GPU: memory and fault isolation.
-    Hardware,
-    /// Time-slicing allowed.
-    Shared,
-    /// Whole GPUs only.
-    Dedicated,
+keywords! {
+    /// How a model's replicas may share a GPU.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+    pub enum Isolation ("isolation") {
+        /// A MIG instance or a whole GPU: memory and fault isolation.
+        Hardware = "hardware",
+        /// Time-slicing allowed.
+        Shared = "shared",
+        /// Whole GPUs only.
+        Dedicated = "dedicated",
+    }
 }
 
-/// Where a model's replicas must not share.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Spread {
-    /// Anywhere.
-    None,
-    /// Every replica on a different GPU.
-    Gpu,
-    /// Every replica on a different node.
-    Node,
+keywords! {
+    /// Where a model's replicas must not share.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+    pub enum Spread ("spread") {
+        /// Anywhere.
+        None = "none",
+        /// Every replica on a different GPU.
+        Gpu = "gpu",
+        /// Every replica on a different node.
+        Node = "node",
+    }
 }
 
-/// How much a re-plan may change what runs today.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeMode {
-    /// Keep every node's MIG layout and device-plugin config and every replica where it runs,
-    /// unless the new demand cannot be met otherwise; then re-partition the fewest nodes.
-    #[default]
-    Minimal,
-    /// Plan from scratch at every compile (the previous plan is only compared with).
-    Full,
+keywords! {
+    /// How much a re-plan may change what runs today.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+    pub enum ChangeMode ("change mode") {
+        /// Keep every node's MIG layout and device-plugin config and every replica where it runs,
+        /// unless the new demand cannot be met otherwise; then re-partition the fewest nodes.
+        #[default]
+        Minimal = "minimal",
+        /// Plan from scratch at every compile (the previous plan is only compared with).
+        Full = "full",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Isolation, Keyword, Spread};
+
+    #[test]
+    fn serde_writes_the_word_the_reader_reads() {
+        for (word, value) in Isolation::ALL {
+            assert_eq!(serde_json::to_value(value).expect("serialises"), serde_json::json!(word));
+            assert_eq!(value.word(), *word);
+        }
+        assert_eq!(Spread::Gpu.word(), "gpu");
+        assert_eq!(serde_json::to_value(Spread::Gpu).expect("serialises"), serde_json::json!("gpu"));
+    }
 }

@@ -6,17 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
 use crate::plan::assign::{Assignment, Dev};
 use crate::plan::problem::{Kind, Need, Problem};
 use crate::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
     Quality, ReplicaGroup, Tenant,
 };
-
-/// Mig-parted's name for "MIG off on every GPU".
-pub const ALL_DISABLED: &str = "all-disabled";
-/// The device-plugin config of nodes without sharing.
-pub const DEFAULT_PLUGIN_CONFIG: &str = "default";
+use crate::spec::Keyword;
 
 /// Figures the quality report needs besides the assignment.
 #[derive(Clone, Debug)]
@@ -59,8 +56,10 @@ fn label_part(s: &str, max: usize) -> String {
 pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Result<Plan, String> {
     let mut mig_configs = BTreeMap::from([(ALL_DISABLED.to_owned(), MigConfig::disabled())]);
     let mut plugin_configs: BTreeMap<String, DevicePluginConfig> = BTreeMap::new();
-    plugin_configs
-        .insert(DEFAULT_PLUGIN_CONFIG.to_owned(), DevicePluginConfig { time_slicing: BTreeMap::new() });
+    plugin_configs.insert(
+        DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
+        DevicePluginConfig { time_slicing: BTreeMap::new() },
+    );
     // (model, pool, resource, per_replica) → (replicas, nodes)
     let mut groups: BTreeMap<GroupKey, (u32, BTreeSet<String>)> = BTreeMap::new();
     let mut pools = Vec::new();
@@ -251,7 +250,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                         .or_insert_with(|| DevicePluginConfig { time_slicing: mig_ts.clone() });
                     name
                 }
-                None => DEFAULT_PLUGIN_CONFIG.to_owned(),
+                None => DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
             };
             let must_drain = must_drain(pool, &node_name, &gpus);
             nodes.push(NodePlan { name: node_name, mig_config, device_plugin_config, must_drain, gpus });
@@ -432,8 +431,8 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
             "needs {n} replica(s) of {} and compute {:.2} each, isolation `{}`, spread `{}`",
             gib(m.memory_mib as f64),
             m.compute,
-            crate::plan::problem::isolation_word(m.isolation),
-            crate::plan::problem::spread_word(m.spread)
+            m.isolation.word(),
+            m.spread.word()
         )),
         Need::Rate { rps, min_replicas } => out.push(format!(
             "needs {rps:.1} requests/s with at least {min_replicas} replica(s) of {}",

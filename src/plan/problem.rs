@@ -15,7 +15,7 @@ use crate::catalog::{Catalog, GpuModel};
 use crate::plan::latency::Refusal;
 use crate::plan::layouts::{self, Layout, ProfileInfo};
 use crate::plan::rules::{self, AloneSlo};
-use crate::spec::{Demand, Isolation, MigStrategy, Model, Policy, Pool, Spec, Spread};
+use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Policy, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -695,10 +695,7 @@ fn shareable(c: &Candidate<'_, '_>, out: &mut Sink<'_>) -> bool {
         return false;
     }
     if c.m.isolation != Isolation::Shared {
-        out.reject(
-            Reason::Isolation,
-            format!("isolation `{}` forbids time-slicing", isolation_word(c.m.isolation)),
-        );
+        out.reject(Reason::Isolation, format!("isolation `{}` forbids time-slicing", c.m.isolation.word()));
         return false;
     }
     if c.m.llm && c.policy.llm_never_time_sliced {
@@ -765,22 +762,6 @@ fn time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
             p99 = Some(pred);
         }
         out.admit(Kind::TimeSliced(k), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
-    }
-}
-
-pub(crate) fn isolation_word(i: Isolation) -> &'static str {
-    match i {
-        Isolation::Hardware => "hardware",
-        Isolation::Shared => "shared",
-        Isolation::Dedicated => "dedicated",
-    }
-}
-
-pub(crate) fn spread_word(s: Spread) -> &'static str {
-    match s {
-        Spread::None => "none",
-        Spread::Gpu => "gpu",
-        Spread::Node => "node",
     }
 }
 

@@ -18,8 +18,9 @@ use crate::plan::Tracer;
 use crate::plan::assign::{self, Assignment};
 use crate::plan::bounds::ValidBound;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, Pins};
-use crate::plan::problem::{self, Problem};
+use crate::plan::problem::Problem;
 use crate::plan::rounding::{exact_totals, one_spread_profile, round_all, round_rates};
+use crate::spec::Keyword;
 
 /// Relative gap to the LP relaxation's cost within which a large program's relaxation laid out
 /// on nodes is kept without running the optimiser (half the 2% quality target of DESIGN.md).
@@ -478,8 +479,8 @@ fn fallback(problem: &Problem<'_>, why: Why) -> Result<Candidate, Diagnostics> {
                 d = d.with_note(format!(
                     "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
                     mc.name(),
-                    problem::spread_word(mc.spec.spread),
-                    problem::isolation_word(mc.spec.isolation)
+                    mc.spec.spread.word(),
+                    mc.spec.isolation.word()
                 ));
             }
             Err(Diagnostics::from_iter([d]))

@@ -82,10 +82,6 @@ pub mod objects {
     pub const MIG_PARTED_CONFIGMAP: &str = "gpuplan-mig-parted-config";
     /// The device-plugin ConfigMap named by `devicePlugin.config.name`.
     pub const DEVICE_PLUGIN_CONFIGMAP: &str = "gpuplan-device-plugin-config";
-    /// The device-plugin config key for nodes the plan does not label.
-    pub const DEFAULT_DEVICE_PLUGIN_CONFIG: &str = "default";
-    /// The mig-parted config every custom ConfigMap must carry.
-    pub const ALL_DISABLED: &str = "all-disabled";
     /// Label naming a node's gpuplan layout (mig config + device-plugin config).
     pub const LAYOUT_LABEL: &str = "gpuplan.io/layout";
     /// Label naming the pool of a node (autoscaled node templates carry it).

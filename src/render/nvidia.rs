@@ -17,15 +17,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::objects::{
-    ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG, DEVICE_PLUGIN_CONFIGMAP, MIG_PARTED_CONFIGMAP, SYNC_WAVE,
-};
+use super::objects::{DEVICE_PLUGIN_CONFIGMAP, MIG_PARTED_CONFIGMAP, SYNC_WAVE};
 use super::{internal, to_yaml};
 use crate::catalog::Catalog;
+use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
 pub use crate::catalog::migparted::{DeviceFilter, Devices, MigConfigEntry, MigPartedConfig};
 use crate::diagnostics::Diagnostic;
 use crate::plan::Plan;
-use crate::spec::{MigStrategy, Spec};
+use crate::spec::{Keyword, Spec};
 
 /// A device-plugin / GFD config file (one key of the device-plugin ConfigMap).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,11 +112,7 @@ pub(crate) fn managed_labels(spec: &Spec) -> BTreeMap<String, String> {
 }
 
 fn mig_strategy(spec: &Spec) -> &'static str {
-    match spec.cluster.mig_strategy {
-        MigStrategy::Mixed => "mixed",
-        MigStrategy::Single => "single",
-        MigStrategy::None => "none",
-    }
+    spec.cluster.mig_strategy.word()
 }
 
 /// The mig-parted config text (the `config.yaml` key) for a plan.

@@ -543,7 +543,7 @@ fn model_selector(spec: &Spec, model: &str) -> BTreeMap<String, String> {
 fn int_or_percent_json(v: &IntOrPercent) -> serde_json::Value {
     match v {
         IntOrPercent::Int(n) => serde_json::Value::from(*n),
-        IntOrPercent::Percent(p) => serde_json::Value::from(p.clone()),
+        IntOrPercent::Percent(p) => serde_json::Value::from(format!("{p}%")),
     }
 }
 

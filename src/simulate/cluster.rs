@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
+
 /// A node as the scheduler sees it.
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -173,9 +175,11 @@ pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
     let make = |name: String, gpus: u32, mut labels: BTreeMap<String, String>, taints: Vec<Taint>| {
         labels.insert("kubernetes.io/hostname".to_owned(), name.clone());
         let mig_name =
-            labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| "all-disabled".to_owned());
-        let plugin_name =
-            labels.get("nvidia.com/device-plugin.config").cloned().unwrap_or_else(|| "default".to_owned());
+            labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
+        let plugin_name = labels
+            .get("nvidia.com/device-plugin.config")
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned());
         let allocatable = allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name));
         Node { name, labels, taints, allocatable }
     };

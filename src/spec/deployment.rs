@@ -104,12 +104,31 @@ pub struct ModelCache {
     pub size_limit: Option<String>,
 }
 
-/// A Kubernetes `IntOrString`: a count or a percentage.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
+/// A Kubernetes `IntOrString`: a count or a percentage (`Percent(25)` is `25%`, at most 100).
+/// The one type for both the rendered budgets and the rollout's model of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IntOrPercent {
     Int(u32),
-    Percent(String),
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    /// The value scaled to `of` replicas, rounded up (as the disruption controller does).
+    pub fn scaled(&self, of: u32) -> u32 {
+        match *self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => (u64::from(p) * u64::from(of)).div_ceil(100) as u32,
+        }
+    }
+}
+
+impl Serialize for IntOrPercent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            IntOrPercent::Int(n) => serializer.serialize_u32(*n),
+            IntOrPercent::Percent(p) => serializer.collect_str(&format_args!("{p}%")),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -133,6 +152,16 @@ impl Default for Budget {
     }
 }
 
+impl Budget {
+    /// The fewest ready replicas the budget allows out of `desired`.
+    pub fn min_ready(&self, desired: u32) -> u32 {
+        match self {
+            Budget::MinAvailable(v) => v.scaled(desired),
+            Budget::MaxUnavailable(v) => desired.saturating_sub(v.scaled(desired)),
+        }
+    }
+}
+
 fn invalid_opt(diags: &mut Diagnostics, span: Option<&Span>, message: String, help: &str) {
     let d = Diagnostic::error(codes::INVALID_VALUE, message).with_help(help);
     diags.push(match span {
@@ -149,7 +178,7 @@ fn invalid(diags: &mut Diagnostics, span: &Span, message: String, help: &str) {
 pub fn int_or_percent(text: &str) -> Option<IntOrPercent> {
     if let Some(number) = text.strip_suffix('%') {
         let n: u32 = number.parse().ok()?;
-        return (n <= 100 && !number.starts_with('+')).then(|| IntOrPercent::Percent(text.to_owned()));
+        return (n <= 100 && !number.starts_with('+')).then_some(IntOrPercent::Percent(n));
     }
     if text.starts_with('+') {
         return None;
@@ -329,7 +358,7 @@ fn int_or_percent_at(diags: &mut Diagnostics, v: &Sp<String>) -> Option<IntOrPer
 fn is_zero(v: &IntOrPercent) -> bool {
     match v {
         IntOrPercent::Int(n) => *n == 0,
-        IntOrPercent::Percent(p) => p == "0%",
+        IntOrPercent::Percent(p) => *p == 0,
     }
 }
 
@@ -561,7 +590,7 @@ mod tests {
     #[test]
     fn counts_and_percentages() {
         assert_eq!(int_or_percent("1"), Some(IntOrPercent::Int(1)));
-        assert_eq!(int_or_percent("25%"), Some(IntOrPercent::Percent("25%".into())));
+        assert_eq!(int_or_percent("25%"), Some(IntOrPercent::Percent(25)));
         assert_eq!(int_or_percent("125%"), None);
         assert_eq!(int_or_percent("x"), None);
     }

@@ -28,7 +28,7 @@ pub use validate::{
 pub use change_policy::{ChangeMode, ChangePolicy};
 
 use crate::diagnostics::{Code, Diagnostic, Span};
-pub use crate::manifest::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
+pub use crate::manifest::words::{Isolation, Keyword, MeasuredPoint, MigStrategy, Spread};
 
 /// A checked manifest.
 #[derive(Clone, Debug, Serialize)]

@@ -1,9 +1,11 @@
-//! Kubernetes name rules, each returning the rule a name breaks in words.
+//! Kubernetes name rules, each returning the rule a name breaks in words: the one place they are
+//! written (the spec checks the manifest with them, `render::names` the names a bundle uses).
 //!
 //! Model, pool and plan names become object names and label values, so they must be DNS-1123
 //! labels; node names are DNS-1123 subdomains; node-selector keys and values follow the label
 //! syntax; port names are IANA service names; environment variable names follow Kubernetes'
-//! relaxed C-identifier rule.
+//! relaxed C-identifier rule; ConfigMap keys, extended resource names and image references have
+//! rules of their own.
 
 /// Checks a DNS-1123 label: at most 63 lowercase letters, digits and `-`, starting and ending with a
 /// letter or digit.
@@ -26,7 +28,8 @@ pub fn dns_label(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A DNS-1123 label suggestion for a name that is not one: lowercase, other characters as `-`.
+/// A DNS-1123 label made of any name: lowercase, other characters as `-`, at most 63 characters.
+/// The one label sanitiser: suggestions for bad names, and `render::names::resource_slug`.
 pub fn suggest_label(name: &str) -> String {
     let mut s: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
@@ -52,7 +55,9 @@ pub fn dns_subdomain(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn label_name(name: &str) -> Result<(), String> {
+/// Checks a label name: a label key's name part, or a label value that may not be empty (at most
+/// 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit).
+pub fn label_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("the name part is empty".into());
     }
@@ -122,9 +127,49 @@ pub fn env_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a ConfigMap key: at most 253 letters, digits, `-`, `_` and `.`, and not `.` or `..`.
+pub fn configmap_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > 253 {
+        return Err(format!("it has {} characters; a ConfigMap key has 1 to 253", key.len()));
+    }
+    if key == "." || key == ".." {
+        return Err(format!("it is `{key}`"));
+    }
+    if let Some(c) = key.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
+        return Err(format!(
+            "it has the character `{c}` (only letters, digits, `-`, `_` and `.` are allowed)"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an extended resource name: a DNS-subdomain domain, `/`, and a label name
+/// (`nvidia.com/mig-3g.40gb`).
+pub fn extended_resource(name: &str) -> Result<(), String> {
+    let Some((domain, rest)) = name.split_once('/') else {
+        return Err("it has no `<domain>/` prefix".into());
+    };
+    dns_subdomain(domain).map_err(|e| format!("its domain `{domain}` is not a DNS subdomain: {e}"))?;
+    label_name(rest)
+}
+
+/// Checks an image reference: printable ASCII without spaces (the kubelet rejects the rest anyway).
+pub fn image(reference: &str) -> Result<(), String> {
+    if reference.is_empty() {
+        return Err("it is empty".into());
+    }
+    match reference.chars().find(|c| !c.is_ascii_graphic()) {
+        Some(c) => Err(format!("it has the character {c:?} (only printable ASCII without spaces)")),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        configmap_key, dns_label, dns_subdomain, env_name, extended_resource, image, label_key, label_name,
+        label_value, port_name, suggest_label,
+    };
 
     #[test]
     fn dns_labels_say_which_rule_they_break() {
@@ -136,16 +181,49 @@ mod tests {
         assert_eq!(suggest_label("Parakeet_ASR"), "parakeet-asr");
     }
 
+    type Rule = fn(&str) -> Result<(), String>;
+
     #[test]
-    fn other_kubernetes_names() {
-        assert!(dns_subdomain("gpu-a-1.example.com").is_ok());
-        assert!(dns_subdomain("gpu..a").is_err());
-        assert!(label_key("nvidia.com/gpu.product").is_ok());
-        assert!(label_key("bad key").is_err());
-        assert!(label_value("NVIDIA-A100-SXM4-80GB").is_ok());
-        assert!(port_name("http").is_ok());
-        assert!(port_name("8000").is_err());
-        assert!(env_name("NIM_CACHE_PATH").is_ok());
-        assert!(env_name("1X").is_err());
+    fn each_rule_accepts_and_refuses() {
+        let too_long = "a".repeat(64);
+        let cases: &[(Rule, &str, bool)] = &[
+            (dns_label, "voice-asr", true),
+            (dns_label, "..", false),
+            (dns_label, "a/b", false),
+            (dns_subdomain, "gpu-a-1.example.com", true),
+            (dns_subdomain, "gpu..a", false),
+            (dns_subdomain, "", false),
+            (label_key, "nvidia.com/gpu.product", true),
+            (label_key, "bad key", false),
+            (label_value, "NVIDIA-A100-SXM4-80GB", true),
+            (label_value, "", true),
+            (label_name, "a100-l1", true),
+            (label_name, "a\nb", false),
+            (label_name, "a\"b", false),
+            (label_name, "-a", false),
+            (label_name, &too_long, false),
+            (label_name, "", false),
+            (port_name, "http", true),
+            (port_name, "8000", false),
+            (port_name, "a--b", false),
+            (env_name, "NIM_CACHE_PATH", true),
+            (env_name, "1X", false),
+            (configmap_key, "a100-80gb.balanced_2", true),
+            (configmap_key, "", false),
+            (configmap_key, ".", false),
+            (configmap_key, "..", false),
+            (configmap_key, "a/b", false),
+            (extended_resource, "nvidia.com/mig-1g.10gb.me", true),
+            (extended_resource, "nvidia.com/gpu.shared", true),
+            (extended_resource, "gpu", false),
+            (extended_resource, "nvidia.com/\n", false),
+            (extended_resource, "Nvidia.com/gpu", false),
+            (image, "nvcr.io/nim/parakeet:1.0", true),
+            (image, "a b", false),
+            (image, "", false),
+        ];
+        for (i, (rule, name, ok)) in cases.iter().enumerate() {
+            assert_eq!(rule(name).is_ok(), *ok, "case {i}: {name:?}");
+        }
     }
 }

@@ -128,14 +128,18 @@ fn layout_key(gpu: &GpuModel, instances: &[PlacedInstance]) -> String {
 mod tests {
     //! The figures of hand-made plans, and hand-made counterexamples for the one verifier
     //! ([`super::super::check`]) on plans with rate demands.
-    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::figures;
     use crate::bench::parvagpu::rate_spec;
-    use crate::catalog::layout;
+    use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
+    use crate::catalog::{Catalog, GpuModel, layout};
+    use crate::measurements::best_admitted;
     use crate::plan::{
-        DevicePluginConfig, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, PoolPlan, Quality,
-        ReplicaGroup, Tenant,
+        DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
+        Quality, ReplicaGroup, Tenant,
     };
-    use crate::spec::{MeasuredPoint, RateDemand};
+    use crate::spec::{Demand, MeasuredPoint, Pool, RateDemand, Spec};
     use crate::verify::{Kind, check};
 
     /// The kinds of the violations `check` finds.
@@ -188,6 +192,56 @@ mod tests {
     fn reference_plan(spec: &Spec, catalog: &Catalog) -> Plan {
         let pool = &spec.pools[0];
         let gpu = catalog.get(&pool.gpu).expect("gpu");
+        let gpus = first_fit(gpu, reference_devices(spec, gpu));
+        let (nodes, mig_configs, groups) = reference_nodes(pool, gpu, &gpus);
+        let models = spec
+            .models
+            .iter()
+            .map(|m| ModelPlan {
+                name: m.name.clone(),
+                groups: groups
+                    .iter()
+                    .filter(|((model, _), _)| *model == m.name)
+                    .map(|((_, resource), (replicas, nodes))| ReplicaGroup {
+                        resource: resource.clone(),
+                        per_replica: 1,
+                        replicas: *replicas,
+                        pool: pool.name.clone(),
+                        nodes: nodes.iter().cloned().collect(),
+                    })
+                    .collect(),
+                reasons: Vec::new(),
+                slo_unverified: Vec::new(),
+            })
+            .collect();
+        Plan {
+            name: spec.name.clone(),
+            pools: vec![PoolPlan { name: pool.name.clone(), gpu: gpu.id.clone(), autoscaled: true, nodes }],
+            models,
+            mig_configs,
+            device_plugin_configs: BTreeMap::from([(
+                DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
+                DevicePluginConfig { time_slicing: BTreeMap::new() },
+            )]),
+            quality: Quality {
+                gpus_used: gpus.len() as u32,
+                lower_bound: 0,
+                model_lower_bound: 0,
+                one_gpu_per_replica: 0,
+                first_fit_decreasing: None,
+                cost_per_hour: None,
+                cost_lower_bound_per_hour: None,
+                model_cost_lower_bound_per_hour: None,
+                first_fit_decreasing_cost_per_hour: None,
+                proof: crate::plan::Proof::Unproven,
+            },
+            changes: None,
+        }
+    }
+
+    /// The reference planner's devices, (model, profile) per replica: the best device per
+    /// compute slice for whole replicas, the smallest that covers the remainder.
+    fn reference_devices(spec: &Spec, gpu: &GpuModel) -> Vec<(String, String)> {
         let mut wanted: Vec<(String, String)> = Vec::new();
         for model in &spec.models {
             let Demand::Rate(d) = &model.demand else { continue };
@@ -214,6 +268,11 @@ mod tests {
                 wanted.push((model.name.clone(), small));
             }
         }
+        wanted
+    }
+
+    /// First-fit decreasing (by compute slices) of the devices onto GPUs, by the one layout judge.
+    fn first_fit(gpu: &GpuModel, mut wanted: Vec<(String, String)>) -> Vec<Vec<(String, String)>> {
         wanted.sort_by_key(|(_, p)| std::cmp::Reverse(gpu.profile(p).expect("profile").compute_slices));
         let mut gpus: Vec<Vec<(String, String)>> = Vec::new();
         for item in wanted {
@@ -227,9 +286,21 @@ mod tests {
                 None => gpus.push(vec![item]),
             }
         }
+        gpus
+    }
+
+    /// Replica groups of the reference plan: (model, resource) → (replicas, nodes).
+    type Groups = BTreeMap<(String, String), (u32, BTreeSet<String>)>;
+
+    /// The GPUs cut into nodes of the pool, with a mig config per node and the replica groups.
+    fn reference_nodes(
+        pool: &Pool,
+        gpu: &GpuModel,
+        gpus: &[Vec<(String, String)>],
+    ) -> (Vec<NodePlan>, BTreeMap<String, MigConfig>, Groups) {
         let mut nodes = Vec::new();
-        let mut mig_configs = BTreeMap::from([("all-disabled".to_owned(), MigConfig::disabled())]);
-        let mut groups: BTreeMap<(String, String), (u32, BTreeSet<String>)> = BTreeMap::new();
+        let mut mig_configs = BTreeMap::from([(ALL_DISABLED.to_owned(), MigConfig::disabled())]);
+        let mut groups = Groups::new();
         for (n, chunk) in gpus.chunks(pool.gpus_per_node as usize).enumerate() {
             let name = format!("{}-{n}", pool.name);
             let mut entries = Vec::new();
@@ -268,54 +339,12 @@ mod tests {
             nodes.push(NodePlan {
                 name: name.clone(),
                 mig_config: name,
-                device_plugin_config: "default".into(),
+                device_plugin_config: DEFAULT_DEVICE_PLUGIN_CONFIG.into(),
                 must_drain: false,
                 gpus: gpu_plans,
             });
         }
-        let models = spec
-            .models
-            .iter()
-            .map(|m| ModelPlan {
-                name: m.name.clone(),
-                groups: groups
-                    .iter()
-                    .filter(|((model, _), _)| *model == m.name)
-                    .map(|((_, resource), (replicas, nodes))| ReplicaGroup {
-                        resource: resource.clone(),
-                        per_replica: 1,
-                        replicas: *replicas,
-                        pool: pool.name.clone(),
-                        nodes: nodes.iter().cloned().collect(),
-                    })
-                    .collect(),
-                reasons: Vec::new(),
-                slo_unverified: Vec::new(),
-            })
-            .collect();
-        Plan {
-            name: spec.name.clone(),
-            pools: vec![PoolPlan { name: pool.name.clone(), gpu: gpu.id.clone(), autoscaled: true, nodes }],
-            models,
-            mig_configs,
-            device_plugin_configs: BTreeMap::from([(
-                "default".to_owned(),
-                DevicePluginConfig { time_slicing: BTreeMap::new() },
-            )]),
-            quality: Quality {
-                gpus_used: gpus.len() as u32,
-                lower_bound: 0,
-                model_lower_bound: 0,
-                one_gpu_per_replica: 0,
-                first_fit_decreasing: None,
-                cost_per_hour: None,
-                cost_lower_bound_per_hour: None,
-                model_cost_lower_bound_per_hour: None,
-                first_fit_decreasing_cost_per_hour: None,
-                proof: crate::plan::Proof::Unproven,
-            },
-            changes: None,
-        }
+        (nodes, mig_configs, groups)
     }
 
     fn setup() -> (Catalog, Spec, Plan) {
@@ -403,7 +432,7 @@ mod tests {
     fn finds_hardware_models_on_time_sliced_resources() {
         let (catalog, spec, mut plan) = setup();
         plan.device_plugin_configs
-            .get_mut("default")
+            .get_mut(DEFAULT_DEVICE_PLUGIN_CONFIG)
             .expect("config")
             .time_slicing
             .insert("nvidia.com/mig-3g.40gb".into(), 2);

@@ -2,8 +2,9 @@
 //!
 //! In: the checked spec, the catalog and a plan from any source (the planner, a file, a test).
 //! Out: every [`Violation`] found, sorted and without duplicates; empty means the plan is sound.
-//! It shares no code with the planner beyond the stage types and
-//! [`crate::catalog::layout::validate`], so a planner bug is not hidden by the same bug here.
+//! It shares no code with the planner beyond the stage types, [`crate::catalog::layout::validate`]
+//! and the rules written once for both (`plan::rules`, `RateDemand::admits`); hand-made
+//! counterexamples (`tests.rs`) test those rules here, so a shared bug cannot hide either.
 //!
 //! What is checked, per GPU, per node and per model:
 //! - MIG GPUs: the instance multiset passes `layout::validate`, and the plan's own placements sit
@@ -157,7 +158,7 @@ impl<'a> Checker<'a> {
     }
 
     fn run(&mut self) {
-        if !self.plan.mig_configs.contains_key("all-disabled") {
+        if !self.plan.mig_configs.contains_key(crate::catalog::migparted::ALL_DISABLED) {
             self.push(Kind::MigConfig, "plan", "the mig configs lack `all-disabled`");
         }
         let mut seen_pools = BTreeSet::new();

@@ -1078,7 +1078,7 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
     let mut used: BTreeSet<String> = taken.clone();
     used.extend(previous.mig_configs.keys().cloned());
     for name in plan.mig_configs.keys() {
-        if rename.contains_key(name) || name == build::ALL_DISABLED {
+        if rename.contains_key(name) || name == crate::catalog::migparted::ALL_DISABLED {
             continue;
         }
         let mut target = name.clone();

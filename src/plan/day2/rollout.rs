@@ -11,39 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::plan::Plan;
 use crate::plan::day2::changes::{Changes, ModelChange, ModelCount, NodeChange, Wave, node_change};
 use crate::plan::day2::previous::Previous;
-
-/// A model's PodDisruptionBudget, as rendered.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Budget {
-    MinAvailable(IntOrPercent),
-    MaxUnavailable(IntOrPercent),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum IntOrPercent {
-    Int(u32),
-    Percent(u32),
-}
-
-impl IntOrPercent {
-    /// The value scaled to `of` replicas, rounded up (as the disruption controller does).
-    fn scaled(self, of: u32) -> u32 {
-        match self {
-            IntOrPercent::Int(n) => n,
-            IntOrPercent::Percent(p) => (u64::from(p) * u64::from(of)).div_ceil(100) as u32,
-        }
-    }
-}
-
-impl Budget {
-    /// The fewest ready replicas the budget allows out of `desired`.
-    pub fn min_ready(&self, desired: u32) -> u32 {
-        match self {
-            Budget::MinAvailable(v) => v.scaled(desired),
-            Budget::MaxUnavailable(v) => desired.saturating_sub(v.scaled(desired)),
-        }
-    }
-}
+use crate::spec::deployment::{Budget, IntOrPercent};
 
 fn int_or_percent(v: &serde_json::Value) -> Option<IntOrPercent> {
     match v {

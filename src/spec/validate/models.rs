@@ -81,43 +81,23 @@ impl Validator<'_> {
         policy: &Policy,
     ) -> Option<Model> {
         let name = &raw.name.value;
-        let mut ok = true;
-        if raw.image.value.trim().is_empty() || raw.image.value.chars().any(char::is_whitespace) {
-            self.invalid(
-                &raw.image.span,
-                format!("image `{}` is not a container image reference", raw.image.value),
-                "not an image",
-                "write an image such as `nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0`",
-            );
-            ok = false;
-        }
+        let mut ok = self.image(raw);
         let memory_mib = self.memory(&raw.memory);
-        let compute = match raw.compute.as_ref().or(defaults.compute.as_ref()) {
-            Some(c) => self.fraction(c, "`compute`", 0.0, 1.0, false),
-            None => Some(if raw.gpus.is_some() { 1.0 } else { DEFAULT_COMPUTE }),
-        };
+        let compute = self.compute(raw, defaults);
         let isolation =
             raw.isolation.as_ref().or(defaults.isolation.as_ref()).map_or(Isolation::Hardware, |i| i.value);
         let spread = raw.spread.as_ref().or(defaults.spread.as_ref()).map_or(Spread::None, |s| s.value);
         let llm = raw.class.as_ref().is_some_and(|c| c.value == ModelClass::Llm);
         let gpus =
             raw.gpus.as_ref().and_then(|g| self.int_in(g, "`gpus`", 1, MAX_GPUS_PER_NODE)).map(|g| g as u32);
-        if raw.gpus.is_some() && gpus.is_none() {
-            ok = false;
-        }
-        let priority = match raw.priority.as_ref().or(defaults.priority.as_ref()) {
-            Some(p) => {
-                self.int_in(p, "`priority`", i128::from(i32::MIN), i128::from(i32::MAX)).map(|p| p as i32)
-            }
-            None => Some(0),
-        };
+        ok &= raw.gpus.is_none() || gpus.is_some();
+        let priority = self.priority(raw, defaults);
         let ports = self.ports(name, raw);
         let env = self.env(raw, defaults);
         let latency = raw.latency.as_ref().and_then(|l| self.latency(l));
-        if raw.latency.is_some() && latency.is_none() {
-            ok = false;
-        }
+        ok &= raw.latency.is_none() || latency.is_some();
         let (model_pools, gpu_types) = self.pool_filters(raw, defaults, pool_names, &mut ok);
+        // The pools the model may use: those its `pools` and `gpuTypes` name (all when empty).
         let eligible: Vec<&CheckedPool> = pools
             .iter()
             .filter(|p| model_pools.is_empty() || model_pools.contains(&p.pool.name))
@@ -127,59 +107,26 @@ impl Validator<'_> {
         // Only judge eligibility when every pool and filter could be read.
         let pools_complete = pools.len() == m.inventory.pools.len() && ok;
         if pools_complete && eligible.is_empty() && !pools.is_empty() {
-            let span = raw
-                .gpu_types
-                .as_ref()
-                .and_then(|l| l.first())
-                .or(raw.pools.as_ref().and_then(|l| l.first()))
-                .map_or(model_span.clone(), |s| s.span.clone());
-            self.push(error(codes::NO_ELIGIBLE_POOL, &span, format!("model `{name}` may use no pool of the inventory"), "excludes every pool", "its `pools` and `gpuTypes` together exclude every pool; widen one of them or add a matching pool"));
+            self.no_eligible_pool(raw, name, &model_span);
             ok = false;
         }
         ok &= self.conflicts(raw, defaults, name, llm && isolation == Isolation::Shared, policy, &model_span);
-        // Demand.
         let demand = match &raw.demand {
-            None => match &raw.replicas {
-                Some(r) => self.int_in(r, "`replicas`", 1, MAX_REPLICAS).map(|r| Demand::Replicas(r as u32)),
-                None => Some(Demand::Replicas(1)),
-            },
+            None => self.replicas(raw),
             Some(d) => self.demand(m, d, name, latency.as_ref(), &eligible, pools_complete),
         };
-        let replicas_floor = match &demand {
-            Some(Demand::Replicas(n)) => Some(*n),
-            Some(Demand::Rate(r)) => Some(r.min_replicas),
-            None => None,
-        };
+        let replicas_floor = demand.as_ref().map(|d| match d {
+            Demand::Replicas(n) => *n,
+            Demand::Rate(r) => r.min_replicas,
+        });
         // Can one replica run at all, on the pools it may use? Not judged when a pool or filter
         // could not be read (an unknown GPU is one diagnostic, not a cascade).
         if let Some(mem) = memory_mib.filter(|_| pools_complete) {
             self.fits(raw, name, mem, gpus, &eligible, policy);
-            let gpu_models: Vec<&GpuModel> = eligible.iter().map(|p| &p.gpu).collect();
-            self.diags.extend(
-                crate::spec::headroom::near_misses(
-                    name,
-                    mem,
-                    policy.memory_headroom,
-                    &gpu_models,
-                    &raw.memory.span,
-                )
-                .into_iter()
-                .collect(),
-            );
+            self.headroom_near_misses(name, mem, &raw.memory.span, &eligible, policy.memory_headroom);
         }
-        if let Some(n) = gpus {
-            let most = eligible.iter().map(|p| p.pool.gpus_per_node).max().unwrap_or(0);
-            if pools_complete && !eligible.is_empty() && n > most {
-                if let Some(g) = &raw.gpus {
-                    self.push(error(codes::GPUS_EXCEED_NODE, &g.span, format!("model `{name}` needs {n} GPUs on one node, but its pools have at most {most} per node"), "more than a node has", "lower `gpus`, or add a pool with bigger nodes"));
-                }
-                ok = false;
-            }
-        }
-        if let Some(floor) = replicas_floor
-            && !eligible.is_empty()
-            && pools_complete
-        {
+        ok &= !pools_complete || gpus.is_none_or(|n| self.gpus_within_a_node(raw, name, n, &eligible));
+        if let Some(floor) = replicas_floor.filter(|_| pools_complete && !eligible.is_empty()) {
             self.spread(raw, name, spread, floor, &eligible);
         }
         if isolation == Isolation::Hardware
@@ -188,23 +135,11 @@ impl Validator<'_> {
             && !eligible.is_empty()
             && eligible.iter().all(|p| !p.gpu.is_mig_capable())
         {
-            let span = raw.isolation.as_ref().map_or(model_span.clone(), |i| i.span.clone());
-            self.push(
-                Diagnostic::warning(
-                    codes::HARDWARE_ISOLATION_WHOLE_GPU,
-                    format!("model `{name}` asks for hardware isolation but none of its GPUs has MIG"),
-                )
-                .at(span, "each replica will take a whole GPU")
-                .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
-            );
+            self.hardware_without_mig(raw, name, &model_span);
         }
         self.baseline_gpu_unstated(raw, name, latency.as_ref(), gpus, &eligible, pools_complete);
-        let deployment = crate::spec::deployment::validate(
-            &mut self.diags,
-            raw.deployment.as_ref(),
-            defaults.deployment.as_ref(),
-            &ports,
-        );
+        let (own, default) = (raw.deployment.as_ref(), defaults.deployment.as_ref());
+        let deployment = crate::spec::deployment::validate(&mut self.diags, own, default, &ports);
         Some(Model {
             name: name.clone(),
             image: raw.image.value.clone(),
@@ -228,6 +163,109 @@ impl Validator<'_> {
             span: Some(raw.name.span.clone()),
         })
         .filter(|_| ok)
+    }
+
+    /// `compute`, the model's or the defaults'; a multi-GPU model takes its GPUs whole.
+    fn compute(&mut self, raw: &raw::Model, defaults: &raw::ModelDefaults) -> Option<f64> {
+        match raw.compute.as_ref().or(defaults.compute.as_ref()) {
+            Some(c) => self.fraction(c, "`compute`", 0.0, 1.0, false),
+            None => Some(if raw.gpus.is_some() { 1.0 } else { DEFAULT_COMPUTE }),
+        }
+    }
+
+    /// `priority`, the model's or the defaults', as a Kubernetes priority (an `i32`); 0 by default.
+    fn priority(&mut self, raw: &raw::Model, defaults: &raw::ModelDefaults) -> Option<i32> {
+        match raw.priority.as_ref().or(defaults.priority.as_ref()) {
+            Some(p) => {
+                self.int_in(p, "`priority`", i128::from(i32::MIN), i128::from(i32::MAX)).map(|p| p as i32)
+            }
+            None => Some(0),
+        }
+    }
+
+    /// The demand of a model without a `demand` block: `replicas`, 1 by default.
+    fn replicas(&mut self, raw: &raw::Model) -> Option<Demand> {
+        match &raw.replicas {
+            Some(r) => self.int_in(r, "`replicas`", 1, MAX_REPLICAS).map(|r| Demand::Replicas(r as u32)),
+            None => Some(Demand::Replicas(1)),
+        }
+    }
+
+    /// The image is a reference without spaces; false (after a diagnostic) when it is not.
+    fn image(&mut self, raw: &raw::Model) -> bool {
+        if raw.image.value.trim().is_empty() || raw.image.value.chars().any(char::is_whitespace) {
+            self.invalid(
+                &raw.image.span,
+                format!("image `{}` is not a container image reference", raw.image.value),
+                "not an image",
+                "write an image such as `nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0`",
+            );
+            return false;
+        }
+        true
+    }
+
+    fn no_eligible_pool(&mut self, raw: &raw::Model, name: &str, model_span: &Span) {
+        let span = raw
+            .gpu_types
+            .as_ref()
+            .and_then(|l| l.first())
+            .or(raw.pools.as_ref().and_then(|l| l.first()))
+            .map_or(model_span.clone(), |s| s.span.clone());
+        self.push(error(codes::NO_ELIGIBLE_POOL, &span, format!("model `{name}` may use no pool of the inventory"), "excludes every pool", "its `pools` and `gpuTypes` together exclude every pool; widen one of them or add a matching pool"));
+    }
+
+    /// The devices that the memory headroom alone keeps the model from (`spec::headroom`).
+    fn headroom_near_misses(
+        &mut self,
+        name: &str,
+        mem: u64,
+        at: &Span,
+        eligible: &[&CheckedPool],
+        headroom: f64,
+    ) {
+        let gpu_models: Vec<&GpuModel> = eligible.iter().map(|p| &p.gpu).collect();
+        let near = crate::spec::headroom::near_misses(name, mem, headroom, &gpu_models, at);
+        self.diags.extend(near.into_iter().collect());
+    }
+
+    /// A multi-GPU replica's `gpus` fit on one node of a pool it may use; false (after a
+    /// diagnostic) when they do not.
+    fn gpus_within_a_node(
+        &mut self,
+        raw: &raw::Model,
+        name: &str,
+        n: u32,
+        eligible: &[&CheckedPool],
+    ) -> bool {
+        let most = eligible.iter().map(|p| p.pool.gpus_per_node).max().unwrap_or(0);
+        if eligible.is_empty() || n <= most {
+            return true;
+        }
+        if let Some(g) = &raw.gpus {
+            self.push(error(
+                codes::GPUS_EXCEED_NODE,
+                &g.span,
+                format!(
+                    "model `{name}` needs {n} GPUs on one node, but its pools have at most {most} per node"
+                ),
+                "more than a node has",
+                "lower `gpus`, or add a pool with bigger nodes",
+            ));
+        }
+        false
+    }
+
+    fn hardware_without_mig(&mut self, raw: &raw::Model, name: &str, model_span: &Span) {
+        let span = raw.isolation.as_ref().map_or(model_span.clone(), |i| i.span.clone());
+        self.push(
+            Diagnostic::warning(
+                codes::HARDWARE_ISOLATION_WHOLE_GPU,
+                format!("model `{name}` asks for hardware isolation but none of its GPUs has MIG"),
+            )
+            .at(span, "each replica will take a whole GPU")
+            .with_help("allow time-slicing with `isolation: shared`, or add a MIG-capable pool"),
+        );
     }
 
     /// The container's ports: IANA names, unique names and numbers, known protocols.

@@ -50,24 +50,45 @@ impl Validator<'_> {
     ) -> Option<CheckedPool> {
         let gpu = self.gpu(&p.gpu);
         let gpus_per_node = self.int_in(&p.gpus_per_node, "`gpusPerNode`", 1, MAX_GPUS_PER_NODE);
-        let nodes = match (&p.nodes, &p.count) {
-            (Some(_), Some(count)) => {
-                let count_span = match count {
-                    raw::NodeCount::Fixed(n) => n.span.clone(),
-                    raw::NodeCount::Range(r) => r.span.clone().unwrap_or_else(|| r.max.span.clone()),
-                };
-                let mut d = Diagnostic::error(
-                    codes::CONFLICTING_FIELDS,
-                    format!("pool `{}` has both `nodes` and `count`", p.name.value),
-                )
-                .at(count_span, "`count` here")
-                .with_help(
-                    "name the nodes of an existing pool, or give the count of an autoscaled one, not both",
+        let nodes = self.pool_nodes(p, nodes_seen);
+        let node_selector = self.node_selector(p);
+        let taints = self.taints(p);
+        let cost = p.cost_per_gpu_hour.as_ref().and_then(|c| {
+            if c.value < 0.0 {
+                self.invalid(
+                    &c.span,
+                    format!("`costPerGpuHour` is {}, below zero", c.value),
+                    "negative",
+                    "give the price of one GPU for one hour, such as `2.4`",
                 );
-                if let Some(first) = p.nodes.as_ref().and_then(|n| n.first()) {
-                    d = d.with_label(first.span.clone(), "`nodes` here");
-                }
-                self.push(d);
+                None
+            } else {
+                Some(c.value)
+            }
+        });
+        let current = self.current_nodes(p, nodes.as_ref(), gpus_per_node.zip(gpu));
+        Some(CheckedPool {
+            pool: Pool {
+                name: p.name.value.clone(),
+                gpu: gpu?.id.clone(),
+                gpus_per_node: gpus_per_node? as u32,
+                nodes: nodes?,
+                cost_per_gpu_hour: cost,
+                node_selector,
+                taints,
+                current,
+                // The pool's name: what a planner diagnostic about the pool should underline.
+                span: Some(p.name.span.clone()),
+            },
+            gpu: gpu?.clone(),
+        })
+    }
+
+    /// The pool's nodes: named (each a DNS subdomain, unique across pools) or a count.
+    fn pool_nodes(&mut self, p: &raw::Pool, nodes_seen: &mut BTreeMap<String, Span>) -> Option<Nodes> {
+        match (&p.nodes, &p.count) {
+            (Some(_), Some(count)) => {
+                self.both_nodes_and_count(p, count);
                 None
             }
             (None, None) => {
@@ -81,54 +102,84 @@ impl Validator<'_> {
                 ));
                 None
             }
-            (Some(names), None) => {
-                if names.is_empty() {
-                    self.invalid(
-                        &p.name.span,
-                        format!("pool `{}` has an empty `nodes` list", p.name.value),
-                        "no nodes",
-                        "name at least one node",
-                    );
-                }
-                for n in names {
-                    match names::dns_subdomain(&n.value) {
-                        Ok(()) => self.unique(nodes_seen, n, "node"),
-                        Err(rule) => self.push(error(
-                            codes::INVALID_NAME,
-                            &n.span,
-                            format!("node name `{}` is not a DNS-1123 subdomain: {rule}", n.value),
-                            "not a node name",
-                            "write the node's name as `kubectl get nodes` shows it",
-                        )),
-                    }
-                }
-                Some(Nodes::Named(names.iter().map(|n| n.value.clone()).collect()))
-            }
+            (Some(names), None) => Some(self.named_nodes(p, names, nodes_seen)),
             (None, Some(raw::NodeCount::Fixed(n))) => self
                 .int_in(n, "`count`", 1, MAX_POOL_NODES)
                 .map(|n| Nodes::Autoscaled { min: n as u32, max: n as u32 }),
-            (None, Some(raw::NodeCount::Range(r))) => {
-                let max = self.int_in(&r.max, "`count.max`", 1, MAX_POOL_NODES);
-                let min = match &r.min {
-                    Some(min) => self.int_in(min, "`count.min`", 0, MAX_POOL_NODES),
-                    None => Some(0),
-                };
-                match (min, max) {
-                    (Some(min), Some(max)) if min > max => {
-                        let span = r.min.as_ref().map_or_else(|| r.max.span.clone(), |m| m.span.clone());
-                        self.invalid(
-                            &span,
-                            format!("`count.min` ({min}) is above `count.max` ({max})"),
-                            "above max",
-                            "make `min` at most `max`",
-                        );
-                        None
-                    }
-                    (Some(min), Some(max)) => Some(Nodes::Autoscaled { min: min as u32, max: max as u32 }),
-                    _ => None,
-                }
-            }
+            (None, Some(raw::NodeCount::Range(r))) => self.node_range(r),
+        }
+    }
+
+    fn both_nodes_and_count(&mut self, p: &raw::Pool, count: &raw::NodeCount) {
+        let count_span = match count {
+            raw::NodeCount::Fixed(n) => n.span.clone(),
+            raw::NodeCount::Range(r) => r.span.clone().unwrap_or_else(|| r.max.span.clone()),
         };
+        let mut d = Diagnostic::error(
+            codes::CONFLICTING_FIELDS,
+            format!("pool `{}` has both `nodes` and `count`", p.name.value),
+        )
+        .at(count_span, "`count` here")
+        .with_help("name the nodes of an existing pool, or give the count of an autoscaled one, not both");
+        if let Some(first) = p.nodes.as_ref().and_then(|n| n.first()) {
+            d = d.with_label(first.span.clone(), "`nodes` here");
+        }
+        self.push(d);
+    }
+
+    fn named_nodes(
+        &mut self,
+        p: &raw::Pool,
+        names: &[Sp<String>],
+        nodes_seen: &mut BTreeMap<String, Span>,
+    ) -> Nodes {
+        if names.is_empty() {
+            self.invalid(
+                &p.name.span,
+                format!("pool `{}` has an empty `nodes` list", p.name.value),
+                "no nodes",
+                "name at least one node",
+            );
+        }
+        for n in names {
+            match names::dns_subdomain(&n.value) {
+                Ok(()) => self.unique(nodes_seen, n, "node"),
+                Err(rule) => self.push(error(
+                    codes::INVALID_NAME,
+                    &n.span,
+                    format!("node name `{}` is not a DNS-1123 subdomain: {rule}", n.value),
+                    "not a node name",
+                    "write the node's name as `kubectl get nodes` shows it",
+                )),
+            }
+        }
+        Nodes::Named(names.iter().map(|n| n.value.clone()).collect())
+    }
+
+    /// An autoscaled pool's `count: {min, max}`.
+    fn node_range(&mut self, r: &raw::CountRange) -> Option<Nodes> {
+        let max = self.int_in(&r.max, "`count.max`", 1, MAX_POOL_NODES);
+        let min = match &r.min {
+            Some(min) => self.int_in(min, "`count.min`", 0, MAX_POOL_NODES),
+            None => Some(0),
+        };
+        match (min, max) {
+            (Some(min), Some(max)) if min > max => {
+                let span = r.min.as_ref().map_or_else(|| r.max.span.clone(), |m| m.span.clone());
+                self.invalid(
+                    &span,
+                    format!("`count.min` ({min}) is above `count.max` ({max})"),
+                    "above max",
+                    "make `min` at most `max`",
+                );
+                None
+            }
+            (Some(min), Some(max)) => Some(Nodes::Autoscaled { min: min as u32, max: max as u32 }),
+            _ => None,
+        }
+    }
+
+    fn node_selector(&mut self, p: &raw::Pool) -> BTreeMap<String, String> {
         let mut node_selector = BTreeMap::new();
         for (k, v) in p.node_selector.iter().flat_map(|m| m.0.iter()) {
             self.name_rule(k, names::label_key, "label key", "use a key such as `nvidia.com/gpu.product`");
@@ -136,6 +187,10 @@ impl Validator<'_> {
             self.name_rule(v, names::label_value, "label value", value_help);
             node_selector.insert(k.value.clone(), v.value.clone());
         }
+        node_selector
+    }
+
+    fn taints(&mut self, p: &raw::Pool) -> Vec<Taint> {
         let mut taints = Vec::new();
         for t in p.taints.iter().flatten() {
             self.name_rule(&t.key, names::label_key, "taint key", "taint keys follow the label key syntax");
@@ -166,22 +221,20 @@ impl Validator<'_> {
                 effect: t.effect.value.clone(),
             });
         }
-        let cost = p.cost_per_gpu_hour.as_ref().and_then(|c| {
-            if c.value < 0.0 {
-                self.invalid(
-                    &c.span,
-                    format!("`costPerGpuHour` is {}, below zero", c.value),
-                    "negative",
-                    "give the price of one GPU for one hour, such as `2.4`",
-                );
-                None
-            } else {
-                Some(c.value)
-            }
-        });
+        taints
+    }
+
+    /// The MIG layouts the pool's named nodes run today; `per_node` is the pool's GPUs per node
+    /// and GPU model, when both are known.
+    fn current_nodes(
+        &mut self,
+        p: &raw::Pool,
+        nodes: Option<&Nodes>,
+        per_node: Option<(i128, &GpuModel)>,
+    ) -> Vec<CurrentNode> {
         let mut current = Vec::new();
         for c in p.current.iter().flatten() {
-            match &nodes {
+            match nodes {
                 Some(Nodes::Named(names)) if names.contains(&c.node.value) => {}
                 Some(Nodes::Named(names)) => {
                     let help = match nearest(&c.node.value, names.iter().map(String::as_str)) {
@@ -205,7 +258,7 @@ impl Validator<'_> {
                 )),
                 None => {}
             }
-            if let (Some(gpn), Some(gpu)) = (gpus_per_node, gpu) {
+            if let Some((gpn, gpu)) = per_node {
                 if c.gpus.len() as i128 > gpn {
                     let span = c.span.clone().unwrap_or_else(|| c.node.span.clone());
                     self.invalid(
@@ -228,21 +281,7 @@ impl Validator<'_> {
                 gpus: c.gpus.iter().map(|g| g.iter().map(|p| p.value.clone()).collect()).collect(),
             });
         }
-        Some(CheckedPool {
-            pool: Pool {
-                name: p.name.value.clone(),
-                gpu: gpu?.id.clone(),
-                gpus_per_node: gpus_per_node? as u32,
-                nodes: nodes?,
-                cost_per_gpu_hour: cost,
-                node_selector,
-                taints,
-                current,
-                // The pool's name: what a planner diagnostic about the pool should underline.
-                span: Some(p.name.span.clone()),
-            },
-            gpu: gpu?.clone(),
-        })
+        current
     }
 
     pub(super) fn current_gpu(&mut self, gpu: &GpuModel, node: &str, index: usize, profiles: &[Sp<String>]) {
