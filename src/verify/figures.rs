@@ -270,6 +270,7 @@ mod tests {
                 mig_config: name,
                 device_plugin_config: "default".into(),
                 must_drain: false,
+                transition: None,
                 gpus: gpu_plans,
             });
         }
