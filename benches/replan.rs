@@ -246,7 +246,7 @@ fn main() -> ExitCode {
             };
             let Ok(prev) = previous::parse(&prev_text) else { break };
             let t = Instant::now();
-            let r = replan::replan(&spec, &catalog, &prev);
+            let r = replan::replan(&spec, &catalog, &prev, replan::Options::default());
             let t_replan = t.elapsed();
             let Ok(r) = r else {
                 spec = before;

@@ -1,11 +1,67 @@
-//! Day 2 at the command layer's edge: adopting gpuplan on a running cluster.
+//! Day 2 at the command layer's edge: what a running cluster says.
 //!
 //! In: a live cluster's exported state (`kubectl get nodes -o json` and the mig-parted
-//! ConfigMap). Out: the manifest's `current` layouts ([`import_current`], [`current_yaml`]).
+//! ConfigMap). Out: the manifest's `current` layouts for adopting a cluster
+//! ([`import_current`], [`current_yaml`]), and the labels the transition gate reads
+//! (`--observed`, [`observed`]).
 //! The day-2 compile itself — re-plan from the committed plan, render, attach the changes — is a
 //! chain of stages and lives with the others in [`crate::pipeline`].
 
 use crate::catalog::Catalog;
+use crate::plan::day2::transition::{Observed, ObservedNode};
+use crate::render::objects::{DEVICE_PLUGIN_LABEL, MIG_CONFIG_LABEL};
+
+/// The label the MIG manager sets when it has applied (or failed to apply) a node's
+/// `nvidia.com/mig.config` (NVIDIA mig-parted's `k8s-mig-manager`: `pending`, `rebooting`,
+/// `success`, `failed`).
+pub const MIG_CONFIG_STATE_LABEL: &str = "nvidia.com/mig.config.state";
+
+/// Why an `--observed` file was refused: the sentence, and where (1-based line and column)
+/// when the file is not JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedError {
+    pub message: String,
+    pub at: Option<(usize, usize)>,
+}
+
+/// Reads `kubectl get nodes -o json` (a `List`/`NodeList`, or one `Node`) into the labels the
+/// transition gate reads ([`Observed`]). A node without a name is refused; a node without
+/// the labels is kept (it carries none of them).
+pub fn observed(text: &str) -> Result<Observed, ObservedError> {
+    let doc: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| ObservedError { message: format!("not JSON: {e}"), at: Some((e.line(), e.column())) })?;
+    let refuse = |m: &str| ObservedError { message: m.to_owned(), at: None };
+    let items: Vec<&serde_json::Value> = match doc.get("items").and_then(|i| i.as_array()) {
+        Some(items) => items.iter().collect(),
+        None if doc.get("kind").and_then(|k| k.as_str()) == Some("Node") => vec![&doc],
+        None => return Err(refuse("expected `kubectl get nodes -o json` output (a NodeList or a Node)")),
+    };
+    let mut out = Observed::default();
+    for item in items {
+        if item.get("kind").and_then(|k| k.as_str()).is_some_and(|k| k != "Node") {
+            return Err(refuse("an item of the list is not a Node"));
+        }
+        let Some(name) = item.pointer("/metadata/name").and_then(|n| n.as_str()) else {
+            return Err(refuse("a Node without `metadata.name`"));
+        };
+        let label = |k: &str| {
+            item.get("metadata")
+                .and_then(|m| m.get("labels"))
+                .and_then(|l| l.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        out.nodes.insert(
+            name.to_owned(),
+            ObservedNode {
+                mig_config: label(MIG_CONFIG_LABEL),
+                device_plugin_config: label(DEVICE_PLUGIN_LABEL),
+                mig_config_state: label(MIG_CONFIG_STATE_LABEL),
+            },
+        );
+    }
+    Ok(out)
+}
 
 /// One node's layout today, imported from a live cluster's exported state.
 #[derive(Clone, Debug, PartialEq, Eq)]

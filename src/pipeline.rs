@@ -28,6 +28,7 @@ use crate::plan::day2::changes::Changes;
 use crate::plan::day2::previous::PreviousInput;
 use crate::plan::day2::replan;
 use crate::plan::day2::rollout::{self, Facts};
+use crate::plan::day2::transition::{self, Observed, Report};
 use crate::render::{Bundle, Templates, paths, render};
 use crate::spec::Spec;
 use crate::verify::Violation;
@@ -124,6 +125,19 @@ pub struct Compiled {
     pub bundle: Bundle,
     /// The changes against the previous plan (`None` without one).
     pub changes: Option<Changes>,
+    /// What the cluster confirmed and what advanced (empty without a previous plan).
+    pub advanced: Report,
+}
+
+/// What a compile starts from besides the manifest: the committed plan, and the cluster.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Over<'a> {
+    /// The committed `plan.json` (`None`: a first compile).
+    pub previous: Option<&'a PreviousInput>,
+    /// `--from-scratch`: any plan may be chosen; running nodes that change are still held.
+    pub from_scratch: bool,
+    /// `--observed`: what the cluster reports, the only way a held node advances.
+    pub observed: Option<&'a Observed>,
 }
 
 /// Spec → plan (verified) → bundle, over the previous plan when given (re-plan, render,
@@ -132,14 +146,17 @@ pub fn compile(
     spec: &Spec,
     catalog: &Catalog,
     templates: &Templates,
-    previous: Option<&PreviousInput>,
+    over: Over<'_>,
 ) -> Result<Compiled, Failure> {
-    let Some(prev) = previous else {
-        let plan = plan(spec, catalog)?;
-        let bundle = render(spec, catalog, &plan, templates)?;
-        return Ok(Compiled { plan, bundle, changes: None });
+    let Some(prev) = over.previous else {
+        let mut plan = plan(spec, catalog)?;
+        transition::adopt(&mut plan, spec);
+        let mut bundle = render(spec, catalog, &plan, templates)?;
+        stage_first_wave(&mut bundle, &plan, None);
+        return Ok(Compiled { plan, bundle, changes: None, advanced: Report::default() });
     };
-    let r = replan::replan(spec, catalog, &prev.plan)?;
+    let options = replan::Options { from_scratch: over.from_scratch, observed: over.observed };
+    let r = replan::replan(spec, catalog, &prev.plan, options)?;
     let mut plan = verified(spec, catalog, r.plan)?;
     let mut bundle = render(spec, catalog, &plan, templates)?;
     let facts = Facts {
@@ -173,7 +190,29 @@ pub fn compile(
         bundle.files.extend(crate::render::report::render(spec, catalog, &plan).map_err(one)?);
         bundle.files.insert(paths::PLAN_JSON.to_owned(), crate::render::plan_json(&plan).map_err(one)?);
     }
-    Ok(Compiled { plan, bundle, changes: Some(fresh) })
+    stage_first_wave(&mut bundle, &plan, plan.changes.as_ref());
+    Ok(Compiled { plan, bundle, changes: Some(fresh), advanced: r.advanced })
+}
+
+/// `nodes/drain/kustomization.yaml` lists the held nodes of the first wave only (every held
+/// node has its own file), so that syncing it — Argo CD's drain Application, Flux's suspended
+/// drain Kustomization, which cannot apply part of itself — applies exactly that wave. The
+/// next wave is staged by the compile that sees this one confirmed.
+fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>) {
+    let held: Vec<&str> =
+        plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.as_str()).collect();
+    let first: Vec<&str> = match changes.and_then(|c| c.waves.first()) {
+        Some(w) => held.iter().copied().filter(|n| w.nodes.iter().any(|x| x == n)).collect(),
+        None => held,
+    };
+    let files: Vec<String> = first.iter().map(|n| paths::node_drain(n)).collect();
+    if bundle.files.contains_key(paths::NODE_DRAIN_KUSTOMIZATION) {
+        let listed: Vec<&str> =
+            files.iter().map(String::as_str).filter(|f| bundle.files.contains_key(*f)).collect();
+        if let Ok(text) = crate::render::gitops::kustomization("nodes/drain", &listed) {
+            bundle.files.insert(paths::NODE_DRAIN_KUSTOMIZATION.to_owned(), text);
+        }
+    }
 }
 
 /// A compiled manifest (the tests' and library users' one call).
@@ -197,7 +236,7 @@ pub fn bundle_from_manifest(
     read: &mut ReadMeasurements<'_>,
 ) -> Result<CompiledManifest, Failure> {
     let Checked { spec, warnings } = check_manifest(sources, name, text, catalog, read)?;
-    let Compiled { plan, bundle, .. } = compile(&spec, catalog, templates, None)?;
+    let Compiled { plan, bundle, .. } = compile(&spec, catalog, templates, Over::default())?;
     Ok(CompiledManifest { spec, plan, bundle, warnings })
 }
 

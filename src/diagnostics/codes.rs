@@ -136,4 +136,11 @@ codes! {
     NO_FEASIBLE_PLAN = "no-feasible-plan";
     /// The planner itself failed (a solver error or an internal inconsistency).
     PLANNER_FAILED = "planner-failed";
+    // --- day 2 (the committed plan, the observed cluster) ----------------------------------------
+    /// The committed `plan.json` cannot be read as a plan of this manifest.
+    PREVIOUS_PLAN_UNREADABLE = "previous-plan-unreadable";
+    /// The `--observed` file is not `kubectl get nodes -o json` output of this cluster.
+    OBSERVED_NODES_UNREADABLE = "observed-nodes-unreadable";
+    /// A held node's MIG manager reported `nvidia.com/mig.config.state=failed`.
+    MIG_CONFIG_FAILED = "mig-config-failed";
 }

@@ -253,7 +253,14 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                 None => DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
             };
             let must_drain = must_drain(pool, &node_name, &gpus);
-            nodes.push(NodePlan { name: node_name, mig_config, device_plugin_config, must_drain, gpus });
+            nodes.push(NodePlan {
+                name: node_name,
+                mig_config,
+                device_plugin_config,
+                must_drain,
+                gpus,
+                transition: None,
+            });
         }
         nodes.sort_by(|x, y| x.name.cmp(&y.name));
         pools.push(PoolPlan {

@@ -86,6 +86,9 @@ pub struct NodePlan {
     pub must_drain: bool,
     /// GPUs by index.
     pub gpus: Vec<GpuPlan>,
+    /// Day 2: the change of a node held back for its drain (absent: released).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transition: Option<day2::previous::Transition>,
 }
 
 #[derive(Clone, Debug, Serialize)]

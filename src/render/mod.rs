@@ -66,8 +66,11 @@ pub mod paths {
     pub const NODES_GUARD_KUSTOMIZATION: &str = "nodes/guard/kustomization.yaml";
     pub const NODE_LABELS: &str = "nodes/labels/node-labels.yaml";
     pub const NODE_LABELS_KUSTOMIZATION: &str = "nodes/labels/kustomization.yaml";
-    /// Label patches of nodes that must be drained first: not in the root kustomization.
-    pub const NODE_DRAIN: &str = "nodes/drain/node-labels.yaml";
+    /// The label patch of a node held back for its drain (one file per node): not in the root
+    /// kustomization.
+    pub fn node_drain(node: &str) -> String {
+        format!("nodes/drain/{node}.yaml")
+    }
     pub const NODE_DRAIN_KUSTOMIZATION: &str = "nodes/drain/kustomization.yaml";
     pub const NODES_JSON: &str = "nodes/nodes.json";
     pub const NODES_KUSTOMIZATION: &str = "nodes/kustomization.yaml";
@@ -150,6 +153,9 @@ pub fn render(
         Ok(node_files) => {
             let listed =
                 |path: &'static str| if node_files.contains_key(path) { vec![path] } else { Vec::new() };
+            // Every held node's file; the pipeline narrows the list to the first wave.
+            let drain_files: Vec<&str> =
+                node_files.keys().map(String::as_str).filter(|p| p.starts_with("nodes/drain/")).collect();
             put(
                 &mut files,
                 paths::NODES_GUARD_KUSTOMIZATION,
@@ -165,7 +171,7 @@ pub fn render(
             put(
                 &mut files,
                 paths::NODE_DRAIN_KUSTOMIZATION,
-                gitops::kustomization("nodes/drain", &listed(paths::NODE_DRAIN)),
+                gitops::kustomization("nodes/drain", &drain_files),
                 &mut diags,
             );
             // `nodes/drain` is deliberately not listed: it is synced by hand after the drain.

@@ -162,7 +162,9 @@ pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
 
     // Labels the Node patches set, by node name (held-back patches included: after the drain).
     let mut patched: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for path in ["nodes/labels/node-labels.yaml", "nodes/drain/node-labels.yaml"] {
+    // One file per held-back node under `nodes/drain/`.
+    let held = files.keys().filter(|p| p.starts_with("nodes/drain/") && !p.ends_with("kustomization.yaml"));
+    for path in std::iter::once(&"nodes/labels/node-labels.yaml".to_owned()).chain(held) {
         if let Some(text) = files.get(path) {
             for doc in docs(text)? {
                 if doc["kind"] == "Node" {

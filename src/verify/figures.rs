@@ -341,6 +341,7 @@ mod tests {
                 mig_config: name,
                 device_plugin_config: DEFAULT_DEVICE_PLUGIN_CONFIG.into(),
                 must_drain: false,
+                transition: None,
                 gpus: gpu_plans,
             });
         }

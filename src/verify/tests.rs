@@ -102,6 +102,7 @@ fn voice() -> (Spec, Catalog, Plan) {
         mig_config: "gpuplan-a100-1".to_owned(),
         device_plugin_config: "default".to_owned(),
         must_drain: false,
+        transition: None,
         gpus: vec![
             GpuPlan { index: 0, mode: GpuMode::Whole, tenants: vec![tenant("nemotron-llm", None)] },
             GpuPlan {
@@ -150,6 +151,7 @@ fn time_sliced(computes: [f64; 4]) -> (Spec, Catalog, Plan) {
         mig_config: "all-disabled".to_owned(),
         device_plugin_config: "gpuplan-ts-gpu-2".to_owned(),
         must_drain: false,
+        transition: None,
         gpus: vec![gpu(0, "a", "b"), gpu(1, "c", "d")],
     };
     let models =
@@ -535,6 +537,7 @@ fn tensor_parallel(gpus_on: [(&str, u32); 2]) -> (Spec, Catalog, Plan) {
         mig_config: "all-disabled".to_owned(),
         device_plugin_config: "default".to_owned(),
         must_drain: false,
+        transition: None,
         gpus: (0..2)
             .map(|index| {
                 let used = gpus_on.contains(&(name, index));

@@ -178,7 +178,7 @@ fn nodes_that_must_drain_are_held_back_from_the_main_sync() {
     let f = fx::voice_pipeline();
     assert!(f.plan.pools[0].nodes[0].must_drain);
     let b = bundle(&f);
-    let drain = &b.files["nodes/drain/node-labels.yaml"];
+    let drain = &b.files["nodes/drain/gpu-a-1.yaml"];
     assert!(drain.contains("name: gpu-a-1") && drain.contains("gpuplan.io/must-drain"));
     assert!(!b.files["nodes/labels/node-labels.yaml"].contains("name: gpu-a-1"));
     for (path, text) in &b.files {

@@ -153,6 +153,7 @@ fn node(name: &str, mig: &str, dp: &str, must_drain: bool, gpus: Vec<GpuPlan>) -
         mig_config: mig.to_owned(),
         device_plugin_config: dp.to_owned(),
         must_drain,
+        transition: None,
         gpus,
     }
 }

@@ -18,6 +18,7 @@ mod profiles;
 mod properties;
 mod simulate;
 mod tools;
+mod transition;
 
 /// Runs `f` with the snapshot suffix of the solver this build plans with: none for HiGHS (the
 /// production solver, `--features highs`), `microlp` for the default pure-Rust build. For

@@ -864,6 +864,7 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
         mig_config: "all-disabled".into(),
         device_plugin_config: "ts-2".into(),
         must_drain: false,
+        transition: None,
         gpus: vec![GpuPlan {
             index: 0,
             mode: GpuMode::TimeSliced { replicas: 2 },

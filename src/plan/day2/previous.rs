@@ -41,9 +41,55 @@ pub struct PrevNode {
     pub mig_config: String,
     pub device_plugin_config: String,
     pub gpus: Vec<PrevGpu>,
+    /// The node's change in progress; absent (a plan of an earlier gpuplan, or a released
+    /// node): the cluster carries the node's labels.
+    pub transition: Option<Transition>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+/// A node's change that waits for the cluster: its new labels are held back under
+/// `nodes/drain/` until `--observed` shows them applied (`docs/planner.md`, "Day 2").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Transition {
+    pub phase: Phase,
+    /// What the cluster carries now: the labels last released, with the layout and tenants
+    /// they stand for.
+    pub carries: Carried,
+    /// The labels the node moves to (the node's own `migConfig` and `devicePluginConfig`).
+    pub target: Labels,
+}
+
+/// Where a held node stands, as far as the last `--observed` file said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// The new labels wait for the node's drain (not yet seen on the node).
+    #[default]
+    Held,
+    /// The node carries the new labels; the MIG manager has not reported `success` yet.
+    Applying,
+    /// The MIG manager reported `nvidia.com/mig.config.state=failed` for the new labels.
+    Failed,
+}
+
+/// The two labels gpuplan sets that the GPU Operator acts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Labels {
+    pub mig_config: String,
+    pub device_plugin_config: String,
+}
+
+/// What a held node runs today: its labels, and per GPU the mode and tenants.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Carried {
+    pub mig_config: String,
+    pub device_plugin_config: String,
+    pub gpus: Vec<PrevGpu>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevGpu {
     pub index: u32,
@@ -52,7 +98,7 @@ pub struct PrevGpu {
 }
 
 /// A GPU's mode; an unknown mode reads as `unknown` (the node is then planned afresh).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "mode")]
 pub enum PrevMode {
     #[default]
@@ -70,14 +116,14 @@ pub enum PrevMode {
     Unknown,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevInstance {
     pub profile: String,
     pub start: u8,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevTenant {
     pub model: String,
@@ -116,7 +162,7 @@ pub struct PrevMigEntry {
     pub mig_devices: BTreeMap<String, u32>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevPluginConfig {
     pub time_slicing: BTreeMap<String, u32>,
@@ -174,13 +220,26 @@ impl Previous {
     }
 }
 
+/// Why a text is not a plan: the sentence, and where (1-based line and column) when known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    pub message: String,
+    pub at: Option<(usize, usize)>,
+}
+
+impl From<serde_json::Error> for Unreadable {
+    fn from(e: serde_json::Error) -> Self {
+        Unreadable { message: e.to_string(), at: Some((e.line(), e.column())).filter(|(l, _)| *l > 0) }
+    }
+}
+
 /// Reads a `plan.json`. Unknown fields are ignored, missing ones default; only text that is not
 /// JSON of the plan's shape is refused, with the reason.
-pub fn parse(text: &str) -> Result<Previous, String> {
+pub fn parse(text: &str) -> Result<Previous, Unreadable> {
     if text.len() > 256 * 1024 * 1024 {
-        return Err("the file is larger than 256 MiB".to_owned());
+        return Err(Unreadable { message: "the file is larger than 256 MiB".to_owned(), at: None });
     }
-    serde_json::from_str(text).map_err(|e| e.to_string())
+    Ok(serde_json::from_str(text)?)
 }
 
 /// A previous `plan.json`: parsed, and as a JSON value for the stability rule
@@ -193,9 +252,9 @@ pub struct PreviousInput {
 
 impl PreviousInput {
     /// Parses the text of a `plan.json`; the reason when it is not a plan.
-    pub fn parse(text: String) -> Result<Self, String> {
+    pub fn parse(text: String) -> Result<Self, Unreadable> {
         let plan = parse(&text)?;
-        let value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let value = serde_json::from_str(&text)?;
         Ok(Self { plan, value })
     }
 }

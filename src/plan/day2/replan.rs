@@ -13,7 +13,7 @@
 //! planner itself on the sub-problem, growing the set of nodes (1, 2, 4, …) and then narrowing
 //! it to the smallest prefix that works; (d) compare with a from-scratch plan of the same spec:
 //! the from-scratch plan is taken when `changePolicy` says so or its saving reaches the
-//! threshold. `NodePlan::must_drain` is set where a node's layout or sharing config changes.
+//! threshold. Each node's `must_drain` and transition are then set by [`transition::advance`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,8 +21,8 @@ use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostics;
 use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
 use crate::plan::build::{self, Figures};
-use crate::plan::day2::changes::{NodeChange, node_change};
 use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
+use crate::plan::day2::transition::{self, Observed};
 use crate::plan::problem::{self, Kind, Need, Problem};
 use crate::plan::{GpuMode, Plan};
 use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
@@ -44,6 +44,18 @@ pub struct Replanned {
     pub from_scratch_cost_per_hour: Option<f64>,
     /// Whether the from-scratch plan was taken (full mode, threshold reached, or fallback).
     pub took_from_scratch: bool,
+    /// What the cluster confirmed and what advanced ([`transition::advance`]).
+    pub advanced: transition::Report,
+}
+
+/// How a re-plan treats the previous plan.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    /// `--from-scratch`: any plan may be chosen, as with `changePolicy.mode: full`; every
+    /// running node whose layout or sharing changes is still held for its drain.
+    pub from_scratch: bool,
+    /// What the cluster reports (`--observed`): the only way a held node advances.
+    pub observed: Option<&'a Observed>,
 }
 
 /// The from-scratch plan of the same spec, solved on its own thread while the re-plan runs: it
@@ -67,7 +79,12 @@ impl Scratch<'_> {
 }
 
 /// Re-plans `spec` starting from `previous` (see the module docs).
-pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Replanned, Diagnostics> {
+pub fn replan(
+    spec: &Spec,
+    catalog: &Catalog,
+    previous: &Previous,
+    options: Options<'_>,
+) -> Result<Replanned, Diagnostics> {
     std::thread::scope(|s| {
         // No thread to be had: it is solved here, when first needed.
         let running = std::thread::Builder::new()
@@ -75,7 +92,7 @@ pub fn replan(spec: &Spec, catalog: &Catalog, previous: &Previous) -> Result<Rep
             .spawn_scoped(s, || crate::plan::plan(spec, catalog))
             .ok();
         let mut scratch = Scratch { spec, catalog, running, done: None };
-        replan_with(spec, catalog, previous, &mut scratch)
+        replan_with(spec, catalog, previous, options, &mut scratch)
     })
 }
 
@@ -83,6 +100,7 @@ fn replan_with(
     spec: &Spec,
     catalog: &Catalog,
     previous: &Previous,
+    options: Options<'_>,
     scratch: &mut Scratch<'_>,
 ) -> Result<Replanned, Diagnostics> {
     let mut notes = Vec::new();
@@ -92,7 +110,7 @@ fn replan_with(
             Err(_) => (None, None),
         };
         stabilise_names(&mut plan, previous);
-        set_must_drain(&mut plan, previous);
+        let advanced = transition::advance(&mut plan, spec, previous, options.observed);
         Replanned {
             plan,
             notes,
@@ -100,11 +118,17 @@ fn replan_with(
             from_scratch_gpus: fs_gpus,
             from_scratch_cost_per_hour: fs_cost,
             took_from_scratch: took,
+            advanced,
         }
     };
-    if spec.change_policy.mode == ChangeMode::Full {
+    if spec.change_policy.mode == ChangeMode::Full || options.from_scratch {
         let plan = scratch.get().clone()?;
-        notes.push("`changePolicy.mode: full`: planned from scratch".to_owned());
+        notes.push(if options.from_scratch {
+            "`--from-scratch`: planned from scratch; running nodes whose layout changes are held for their drain"
+                .to_owned()
+        } else {
+            "`changePolicy.mode: full`: planned from scratch".to_owned()
+        });
         return Ok(finish(plan, notes, 0, true, scratch));
     }
     let problem = problem::build(spec, catalog);
@@ -609,7 +633,7 @@ fn cheapest_first<'p>(problem: &'p Problem<'_>, m: usize) -> Vec<&'p problem::Op
 /// economically. Besides configured free capacity they may use GPUs that are unused now, laid
 /// out afresh: MIG instances (packed onto the GPUs this step lays out), time-slices where the
 /// node already time-slices with that count or ran nothing before, whole GPUs. An unused GPU
-/// runs no pod, so configuring it drains nothing ([`set_must_drain`]); a GPU that runs
+/// runs no pod, so configuring it drains nothing ([`transition::advance`]); a GPU that runs
 /// replicas keeps its layout. Other missing replicas (more demand) go to [`fill_free`], which
 /// changes no layout at all.
 fn fill_displaced(
@@ -1032,6 +1056,7 @@ fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
                     .collect(),
             })
             .collect(),
+        transition: None,
     }
 }
 
@@ -1108,25 +1133,9 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
     }
 }
 
-/// Sets `must_drain` on every node where [`node_change`] says so: a GPU that ran replicas
-/// changes its MIG layout, or the device-plugin sharing of a node that ran replicas changes
-/// (nodes new to the plan, and GPUs that ran nothing, need no drain). It keeps `must_drain`
-/// where the plan already differs from the manifest's `current` layout of the node: `current`
-/// is the user's word for what runs today, and stays authoritative until the user updates it
-/// after the drain, so an unchanged manifest keeps a pending drain (and its held-back label
-/// patch).
-pub fn set_must_drain(plan: &mut Plan, previous: &Previous) {
-    let prev = previous.nodes();
-    let configs = plan.device_plugin_configs.clone();
-    for n in plan.pools.iter_mut().flat_map(|p| &mut p.nodes) {
-        let pn = prev.get(n.name.as_str()).map(|(_, pn)| *pn);
-        n.must_drain = n.must_drain || node_change(n, &configs, previous, pn) == NodeChange::Drain;
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::replan;
+    use super::{Options, replan};
     use crate::bench::{A100, catalog, model, pool, spec};
 
     /// A node removed: its small replicas are packed onto MIG instances of GPUs that ran
@@ -1152,7 +1161,7 @@ mod tests {
             vec![pool("a", A100, 2, nodes(4).into_iter().filter(|n| *n != busy).collect())],
             models,
         );
-        let r = replan(&after, &cat, &prev).expect("re-plans");
+        let r = replan(&after, &cat, &prev, Options::default()).expect("re-plans");
         let fs = r.from_scratch_gpus.expect("from scratch");
         assert!(
             r.plan.quality.gpus_used <= fs + 1,
