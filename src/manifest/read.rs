@@ -49,6 +49,15 @@ impl Keyword for MigStrategy {
         &[("mixed", MigStrategy::Mixed), ("single", MigStrategy::Single), ("none", MigStrategy::None)];
 }
 
+impl Keyword for crate::manifest::words::SharingMechanism {
+    const WHAT: &'static str = "sharing mechanism";
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("mig", crate::manifest::words::SharingMechanism::Mig),
+        ("timeSlicing", crate::manifest::words::SharingMechanism::TimeSlicing),
+        ("mps", crate::manifest::words::SharingMechanism::Mps),
+    ];
+}
+
 impl Keyword for ModelClass {
     const WHAT: &'static str = "model class";
     const ALL: &'static [(&'static str, Self)] = &[("llm", ModelClass::Llm), ("small", ModelClass::Small)];
@@ -77,8 +86,18 @@ pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
 pub const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
 pub const INVENTORY_FIELDS: &[&str] = &["pools"];
-pub const POOL_FIELDS: &[&str] =
-    &["name", "gpu", "gpusPerNode", "nodes", "count", "nodeSelector", "taints", "costPerGpuHour", "current"];
+pub const POOL_FIELDS: &[&str] = &[
+    "name",
+    "gpu",
+    "gpusPerNode",
+    "nodes",
+    "count",
+    "nodeSelector",
+    "taints",
+    "costPerGpuHour",
+    "current",
+    "sharing",
+];
 pub const COUNT_FIELDS: &[&str] = &["min", "max"];
 pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
 pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
@@ -133,6 +152,7 @@ pub const MODEL_FIELDS: &[&str] = &[
     "pools",
     "priority",
     "deployment",
+    "allowMps",
 ];
 pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
 pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
@@ -568,6 +588,7 @@ impl Reader {
             })
         });
         let cost_per_gpu_hour = self.opt(&o, "costPerGpuHour", |r, n| r.number(n));
+        let sharing = self.opt(&o, "sharing", |r, n| r.list(n, "sharing mechanisms", |r, n| r.keyword(n)));
         let current = self.opt(&o, "current", |r, n| {
             r.list(n, "nodes", |r, n| {
                 let o = r.object(n, "a current node", CURRENT_FIELDS)?;
@@ -586,6 +607,7 @@ impl Reader {
             taints,
             cost_per_gpu_hour,
             current,
+            sharing,
             span: self.doc_span(node),
         })
     }
@@ -682,7 +704,9 @@ impl Reader {
         let pools = self.opt(&o, "pools", |r, n| r.strings(n, "pool names"));
         let priority = self.opt(&o, "priority", |r, n| r.int(n));
         let deployment = self.opt(&o, "deployment", |r, n| r.deployment(n));
+        let allow_mps = self.opt(&o, "allowMps", |r, n| r.boolean(n));
         Some(Model {
+            allow_mps,
             name: name?,
             image: image?,
             command,

@@ -34,6 +34,20 @@ pub struct MeasuredPoint {
     pub latency_ms: f64,
 }
 
+/// A mechanism the planner may configure on a pool's nodes to share GPUs (`sharing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SharingMechanism {
+    /// MIG instances (GPUs that support MIG).
+    Mig,
+    /// The device plugin's time-slicing, of whole GPUs or of MIG instances.
+    TimeSlicing,
+    /// The device plugin's MPS, on whole GPUs only: clients run concurrently, each with
+    /// memory ÷ replicas and ⌊100/replicas⌋% of the threads, but a crashing client takes the
+    /// others on its GPU down.
+    Mps,
+}
+
 /// How a model's replicas may share a GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -64,6 +64,10 @@ pub enum PrevMode {
         #[serde(default)]
         replicas: u32,
     },
+    Mps {
+        #[serde(default)]
+        replicas: u32,
+    },
     Mig {
         #[serde(default)]
         instances: Vec<PrevInstance>,

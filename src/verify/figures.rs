@@ -74,7 +74,7 @@ pub fn figures(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Figures {
                         replicas.entry(&t.model).or_default().push((&gpu.id, WHOLE.to_owned()));
                     }
                 }
-                GpuMode::TimeSliced { .. } => {
+                GpuMode::TimeSliced { .. } | GpuMode::Mps { .. } => {
                     *f.layouts.entry("time-sliced".to_owned()).or_default() += 1;
                     f.gpcs_used += whole_slices;
                 }
@@ -300,7 +300,7 @@ mod tests {
             mig_configs,
             device_plugin_configs: BTreeMap::from([(
                 "default".to_owned(),
-                DevicePluginConfig { time_slicing: BTreeMap::new() },
+                DevicePluginConfig { time_slicing: BTreeMap::new(), ..Default::default() },
             )]),
             quality: Quality {
                 gpus_used: gpus.len() as u32,
