@@ -176,6 +176,7 @@ pub fn model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model 
         gpu_types: Vec::new(),
         priority: 0,
         llm: false,
+        allow_mps: true,
         deployment: Default::default(),
         span: None,
     }
@@ -192,6 +193,7 @@ pub fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Vec<String>) -> Po
         node_selector: BTreeMap::new(),
         taints: Vec::new(),
         current: Vec::new(),
+        sharing: Default::default(),
         span: None,
     }
 }

@@ -131,6 +131,9 @@ fn describe_gpu(gpu: &GpuPlan) -> String {
         GpuMode::Unused => "unused".to_owned(),
         GpuMode::Whole => format!("whole, {}", tenants(false)),
         GpuMode::TimeSliced { replicas } => format!("time-sliced ×{replicas}, {}", tenants(false)),
+        GpuMode::Mps { replicas } => {
+            format!("MPS ×{replicas} (threads {}% each), {}", 100 / (*replicas).max(1), tenants(false))
+        }
         GpuMode::Mig { instances } => {
             let layout: Vec<String> =
                 instances.iter().map(|i| format!("{}@{}", i.profile, i.start)).collect();

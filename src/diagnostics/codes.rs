@@ -83,6 +83,9 @@ codes! {
     BAD_UNIT = "bad-unit";
     /// Two pools, models, nodes or ports share a name.
     DUPLICATE_NAME = "duplicate-name";
+    /// A pool allows `mps` while `cluster.migStrategy` is `mixed` (the device plugin refuses MPS
+    /// under the mixed strategy, which the GPU Operator sets for every node).
+    MPS_WITH_MIXED_MIG_STRATEGY = "mps-with-mixed-mig-strategy";
     /// A name that cannot become a Kubernetes object name or label.
     INVALID_NAME = "invalid-name";
     /// A GPU id that is not in the catalog.

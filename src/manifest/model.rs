@@ -237,6 +237,11 @@ pub struct Pool {
     pub cost_per_gpu_hour: Option<Sp<f64>>,
     /// The layout the pool runs today, per node, so that re-planning can avoid draining nodes.
     pub current: Option<Vec<CurrentNode>>,
+    /// The mechanisms gpuplan may configure on the pool's nodes to share GPUs: `mig`,
+    /// `timeSlicing`, `mps` (MPS on whole GPUs: clients run concurrently, each limited to
+    /// memory ÷ replicas and ⌊100/replicas⌋% of the threads; a crashing client takes the others
+    /// on its GPU down, so it is opt-in). Default `[mig, timeSlicing]`.
+    pub sharing: Option<Vec<Sp<crate::manifest::words::SharingMechanism>>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -417,6 +422,9 @@ pub struct Model {
     pub gpu_types: Option<Vec<Sp<String>>>,
     /// Pools the model may use. Default: all.
     pub pools: Option<Vec<Sp<String>>>,
+    /// `false`: never share a GPU with this model by MPS (where one client's fatal error takes
+    /// down the others on the GPU), even on pools that allow `mps`. Default `true`.
+    pub allow_mps: Option<Sp<bool>>,
     /// Higher priority models are placed first when GPUs run short. Default 0.
     pub priority: Option<Sp<i128>>,
     /// How the model's Deployments run: cpu and memory, probes, secrets, service account, model

@@ -41,8 +41,18 @@ pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
 pub const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
 pub const INVENTORY_FIELDS: &[&str] = &["pools"];
-pub const POOL_FIELDS: &[&str] =
-    &["name", "gpu", "gpusPerNode", "nodes", "count", "nodeSelector", "taints", "costPerGpuHour", "current"];
+pub const POOL_FIELDS: &[&str] = &[
+    "name",
+    "gpu",
+    "gpusPerNode",
+    "nodes",
+    "count",
+    "nodeSelector",
+    "taints",
+    "costPerGpuHour",
+    "current",
+    "sharing",
+];
 pub const COUNT_FIELDS: &[&str] = &["min", "max"];
 pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
 pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
@@ -97,6 +107,7 @@ pub const MODEL_FIELDS: &[&str] = &[
     "pools",
     "priority",
     "deployment",
+    "allowMps",
 ];
 pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
 pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
@@ -532,6 +543,7 @@ impl Reader {
             })
         });
         let cost_per_gpu_hour = self.opt(&o, "costPerGpuHour", |r, n| r.number(n));
+        let sharing = self.opt(&o, "sharing", |r, n| r.list(n, "sharing mechanisms", |r, n| r.keyword(n)));
         let current = self.opt(&o, "current", |r, n| {
             r.list(n, "nodes", |r, n| {
                 let o = r.object(n, "a current node", CURRENT_FIELDS)?;
@@ -550,6 +562,7 @@ impl Reader {
             taints,
             cost_per_gpu_hour,
             current,
+            sharing,
             span: self.doc_span(node),
         })
     }
@@ -646,7 +659,9 @@ impl Reader {
         let pools = self.opt(&o, "pools", |r, n| r.strings(n, "pool names"));
         let priority = self.opt(&o, "priority", |r, n| r.int(n));
         let deployment = self.opt(&o, "deployment", |r, n| r.deployment(n));
+        let allow_mps = self.opt(&o, "allowMps", |r, n| r.boolean(n));
         Some(Model {
+            allow_mps,
             name: name?,
             image: image?,
             command,

@@ -71,6 +71,21 @@ pub struct MeasuredPoint {
 }
 
 keywords! {
+    /// A mechanism the planner may configure on a pool's nodes to share GPUs (`sharing`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+    pub enum SharingMechanism ("sharing mechanism") {
+        /// MIG instances (GPUs that support MIG).
+        Mig = "mig",
+        /// The device plugin's time-slicing, of whole GPUs or of MIG instances.
+        TimeSlicing = "timeSlicing",
+        /// The device plugin's MPS, on whole GPUs only: clients run concurrently, each with
+        /// memory ÷ replicas and ⌊100/replicas⌋% of the threads, but a crashing client takes the
+        /// others on its GPU down.
+        Mps = "mps",
+    }
+}
+
+keywords! {
     /// How a model's replicas may share a GPU.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
     pub enum Isolation ("isolation") {

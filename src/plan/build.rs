@@ -56,10 +56,7 @@ fn label_part(s: &str, max: usize) -> String {
 pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Result<Plan, String> {
     let mut mig_configs = BTreeMap::from([(ALL_DISABLED.to_owned(), MigConfig::disabled())]);
     let mut plugin_configs: BTreeMap<String, DevicePluginConfig> = BTreeMap::new();
-    plugin_configs.insert(
-        DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
-        DevicePluginConfig { time_slicing: BTreeMap::new() },
-    );
+    plugin_configs.insert(DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(), DevicePluginConfig::default());
     // (model, pool, resource, per_replica) → (replicas, nodes)
     let mut groups: BTreeMap<GroupKey, (u32, BTreeSet<String>)> = BTreeMap::new();
     let mut pools = Vec::new();
@@ -127,7 +124,12 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                             })
                             .collect();
                         t.sort_by(|x, y| x.model.cmp(&y.model));
-                        (GpuMode::TimeSliced { replicas: *k }, t)
+                        let mode = if pool.mps {
+                            GpuMode::Mps { replicas: *k }
+                        } else {
+                            GpuMode::TimeSliced { replicas: *k }
+                        };
+                        (mode, t)
                     }
                     Dev::MigTs { q, k, counts, tenants, excl } => {
                         let placed = placed_instances(pool, counts, &node_name, gi)?;
@@ -230,10 +232,19 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                 ALL_DISABLED.to_owned()
             };
             let device_plugin_config = match ts_k {
+                Some(k) if pool.mps => {
+                    let name = format!("gpuplan-mps-gpu-{k}");
+                    plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
+                        mps: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
+                        ..DevicePluginConfig::default()
+                    });
+                    name
+                }
                 Some(k) => {
                     let name = format!("gpuplan-ts-gpu-{k}");
                     plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
                         time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
+                        ..DevicePluginConfig::default()
                     });
                     name
                 }
@@ -245,9 +256,10 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                     let mut name = format!("gpuplan-ts-{}", parts.join("-"));
                     name.truncate(63);
                     let name = name.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
-                    plugin_configs
-                        .entry(name.clone())
-                        .or_insert_with(|| DevicePluginConfig { time_slicing: mig_ts.clone() });
+                    plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
+                        time_slicing: mig_ts.clone(),
+                        ..Default::default()
+                    });
                     name
                 }
                 None => DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),

@@ -110,6 +110,9 @@ pub enum GpuMode {
     Whole,
     /// MIG disabled, shared by time-slicing with `replicas` slots.
     TimeSliced { replicas: u32 },
+    /// MIG disabled, shared by MPS with `replicas` clients (each `1/replicas` of the memory and
+    /// `⌊100/replicas⌋%` of the threads).
+    Mps { replicas: u32 },
     /// MIG enabled with these instances.
     Mig { instances: Vec<PlacedInstance> },
 }
@@ -157,11 +160,22 @@ pub struct MigConfigEntry {
 }
 
 /// A device-plugin config (one key of the device-plugin ConfigMap).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DevicePluginConfig {
     /// Resource name (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`) → time-slicing replicas.
     pub time_slicing: BTreeMap<String, u32>,
+    /// Resource name (`nvidia.com/gpu` only: the device plugin runs MPS on whole GPUs) → MPS
+    /// replicas. A node config has `time_slicing` or `mps`, never both.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mps: BTreeMap<String, u32>,
+}
+
+impl DevicePluginConfig {
+    /// Replicas per shared resource, whichever the sharing mode.
+    pub fn shared(&self) -> &BTreeMap<String, u32> {
+        if self.mps.is_empty() { &self.time_slicing } else { &self.mps }
+    }
 }
 
 /// Where and how a model runs.

@@ -24,7 +24,9 @@ pub(crate) enum Kind {
     Whole(u32),
     /// One MIG instance of the pool's profile with this index.
     Mig(usize),
-    /// One of `k` time-slicing replicas of a whole GPU.
+    /// One of `k` shared replicas of a whole GPU, by the pool's whole-GPU sharing mode:
+    /// time-slicing, or MPS where the pool allows `mps` ([`PoolCtx::mps`]; the device plugin
+    /// runs one sharing mode per node, and gpuplan one per pool).
     TimeSliced(u32),
     /// One of `k` time-slicing replicas of a MIG instance of the profile with this index, on a
     /// GPU cut into as many such instances as fit (the device-plugin sharing of that resource
@@ -113,6 +115,9 @@ pub(crate) struct PoolCtx<'a> {
     pub homogeneous: Vec<u8>,
     /// Counts per profile of every valid layout of the usable profiles (see [`PoolCtx::fits`]).
     pub valid: std::collections::HashSet<Vec<u8>>,
+    /// Whether whole GPUs of this pool are shared by MPS rather than time-slicing (the pool's
+    /// `sharing` lists `mps`: MPS wins, as in the device plugin when both are configured).
+    pub mps: bool,
 }
 
 impl PoolCtx<'_> {
@@ -159,6 +164,9 @@ impl PoolCtx<'_> {
         match kind {
             Kind::Whole(1) => "a whole GPU".to_owned(),
             Kind::Whole(n) => format!("{n} whole GPUs on one node"),
+            Kind::TimeSliced(k) if self.mps => {
+                format!("a 1/{k} MPS share of a whole GPU (thread cap {}%)", 100 / k.max(1))
+            }
             Kind::TimeSliced(k) => format!("a 1/{k} time-slice of a whole GPU"),
             Kind::MigTs(q, k) => self
                 .profiles
@@ -226,8 +234,11 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
         // Only the `mixed` strategy exposes MIG devices of several profiles next to whole GPUs;
         // under `none` the device plugin ignores MIG, and `single` needs one profile per node
         // (not planned yet), so both plan whole and time-sliced GPUs only.
-        let profiles =
-            if spec.cluster.mig_strategy == MigStrategy::Mixed { usable_profiles(gpu) } else { Vec::new() };
+        let profiles = if spec.cluster.mig_strategy == MigStrategy::Mixed && p.sharing.mig {
+            usable_profiles(gpu)
+        } else {
+            Vec::new()
+        };
         let every = layouts::all(gpu, &profiles);
         let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
         let mut layouts = layouts::maximal_of(every);
@@ -286,6 +297,7 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
             layouts,
             weight,
             valid,
+            mps: p.sharing.mps,
         });
     }
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();
@@ -561,8 +573,14 @@ fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut
     whole_gpu_option(&c, out);
     mig_options(&c, out);
     if shareable(&c, out) {
-        mig_time_slice_options(&c, out);
-        time_slice_options(&c, out);
+        if pool.spec.sharing.time_slicing {
+            mig_time_slice_options(&c, out);
+        }
+        if pool.mps {
+            mps_options(&c, out);
+        } else if pool.spec.sharing.time_slicing {
+            time_slice_options(&c, out);
+        }
     }
 }
 
@@ -756,6 +774,73 @@ fn time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
                 out.reject(
                     Reason::Latency,
                     format!("a 1/{k} time-slice predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"),
+                );
+                return;
+            }
+            p99 = Some(pred);
+        }
+        out.admit(Kind::TimeSliced(k), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
+    }
+}
+
+/// One of `k` MPS clients of a whole GPU, for every `k` from 2 up to
+/// `policy.maxTimeSlicingReplicas` (the limit applies to both sharing modes) while the replica
+/// fits `1/k` of the memory ([`rules::slot_mib`]: the control daemon pins `total ÷ k` per
+/// client), the compute rule ([`rules::mps_compute_fits`]: within its thread cap `⌊100/k⌋%`)
+/// and, with a baseline, the SLO by the MPS law against worst-case neighbours. A model with
+/// `allowMps: false` is refused: one client's fatal error takes the others on the GPU down.
+fn mps_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
+    let (m, mem) = (c.m, c.m.memory_mib as f64);
+    if !m.allow_mps {
+        out.reject(
+            Reason::Isolation,
+            format!("`allowMps: false`: pool `{}` shares whole GPUs by MPS", c.pool.name()),
+        );
+        return;
+    }
+    let eff = c.policy.time_slicing_efficiency;
+    for k in 2..=c.policy.max_time_slicing_replicas.min(64) {
+        let slot = rules::slot_mib(c.gpu_mib, k);
+        if mem > slot {
+            out.reject(
+                Reason::Memory,
+                format!(
+                    "a 1/{k} MPS share of `{}` has {}, less than the {} needed",
+                    c.pool.gpu.id,
+                    gib(slot),
+                    gib(mem)
+                ),
+            );
+            return;
+        }
+        if !rules::mps_compute_fits(&[m.compute], k, eff, 1.0) {
+            out.reject(
+                Reason::Compute,
+                format!(
+                    "compute {:.2} exceeds a 1/{k} MPS share's thread cap {:.2} or the efficiency {eff:.2}",
+                    m.compute,
+                    rules::mps_thread_cap(k)
+                ),
+            );
+            return;
+        }
+        let mut p99 = None;
+        if let Some((slo, b)) = c.baseline {
+            let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
+            let pred = match rules::mps_p99_ms(b, 1.0, m.compute, &neighbours, k) {
+                Ok(pred) => pred,
+                Err(why) => {
+                    out.reject(
+                        Reason::Latency,
+                        format!("a 1/{k} MPS share: the latency model refuses: {why}"),
+                    );
+                    return;
+                }
+            };
+            if pred > slo {
+                out.reject(
+                    Reason::Latency,
+                    format!("a 1/{k} MPS share predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"),
                 );
                 return;
             }

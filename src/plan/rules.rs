@@ -184,10 +184,7 @@ pub fn shared_tenants_fit(
     }
     tenants.iter().enumerate().all(|(i, t)| {
         let Some((slo, baseline)) = t.latency else { return true };
-        let mut others: Vec<f64> =
-            computes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &c)| c).collect();
-        others.sort_by(|x, y| y.total_cmp(x));
-        others.truncate(k.saturating_sub(1) as usize);
+        let others = largest_others(&computes, i, k);
         let p99 = match mig {
             None => time_sliced_p99_ms(baseline, t.compute, &others),
             Some((gpu_sms, inst_sms)) => {
@@ -196,6 +193,63 @@ pub fn shared_tenants_fit(
         };
         p99.is_ok_and(|p| p <= slo)
     })
+}
+
+/// MPS: the thread cap of each of `k` replicas of a device, as the device plugin sets it
+/// (`⌊100/k⌋%` of the SMs, `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`), as a fraction. Each client's
+/// memory is [`slot_mib`] of the device, as for time-slicing (the control daemon pins
+/// `total ÷ k` per client). Both hold for a whole GPU and, under DRA, for a MIG instance.
+pub fn mps_thread_cap(k: u32) -> f64 {
+    latency::mps::thread_cap(k)
+}
+
+/// MPS compute on a device of `capacity` (1 for a whole GPU, the SM share of a MIG instance)
+/// shared by `k` clients: every client within its thread cap of the device, and any `k`
+/// co-tenants within `efficiency × capacity` as under time-slicing (MPS adds capacity up
+/// better, 1.2–2.4× in the runs, so the time-slicing rule is the conservative one to keep).
+pub fn mps_compute_fits(computes: &[f64], k: u32, efficiency: f64, capacity: f64) -> bool {
+    computes.iter().all(|&c| c <= mps_thread_cap(k) * capacity + EPS)
+        && shared_compute_fits(computes, k, efficiency, capacity)
+}
+
+/// Predicted p99 of an MPS client of a device of `capacity` shared by `k` clients (thread cap
+/// [`mps_thread_cap`]), with compute `own` and co-tenants `neighbours` (shares of the whole
+/// GPU; on a MIG instance the baseline stretches and the loads grow by `1 / capacity`).
+pub fn mps_p99_ms(
+    baseline_ms: f64,
+    capacity: f64,
+    own: f64,
+    neighbours: &[f64],
+    k: u32,
+) -> Result<f64, Refusal> {
+    if !(capacity > 0.0 && capacity <= 1.0 + EPS) {
+        return Err(Refusal::NoSms);
+    }
+    let loads: Vec<f64> = neighbours.iter().map(|n| n / capacity).collect();
+    latency::MPS_LAW.predict_p99_ms(baseline_ms / capacity, own / capacity, &loads, mps_thread_cap(k))
+}
+
+/// Whether the clients of one MPS resource of a node (`k` replicas per device) pass what the
+/// verifier checks of them together: [`mps_compute_fits`], and each client's [`mps_p99_ms`]
+/// with its `k − 1` largest co-tenants as neighbours within its SLO.
+pub fn mps_tenants_fit(tenants: &[SharedTenant], k: u32, efficiency: f64, capacity: f64) -> bool {
+    let computes: Vec<f64> = tenants.iter().map(|t| t.compute).collect();
+    mps_compute_fits(&computes, k, efficiency, capacity)
+        && tenants.iter().enumerate().all(|(i, t)| {
+            let Some((slo, baseline)) = t.latency else { return true };
+            let others = largest_others(&computes, i, k);
+            mps_p99_ms(baseline, capacity, t.compute, &others, k).is_ok_and(|p| p <= slo)
+        })
+}
+
+/// The `k − 1` largest computes other than the `i`-th: the co-tenants a tenant of a shared
+/// resource may find beside it (the device plugin picks the device).
+fn largest_others(computes: &[f64], i: usize, k: u32) -> Vec<f64> {
+    let mut others: Vec<f64> =
+        computes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &c)| c).collect();
+    others.sort_by(|x, y| y.total_cmp(x));
+    others.truncate(k.saturating_sub(1) as usize);
+    others
 }
 
 /// The neighbours a time-sliced tenant is admitted against: `k − 1` co-tenants, each at most

@@ -191,25 +191,33 @@ pub fn device_plugin_configs(
         || DevicePluginFlags { mig_strategy: Some(mig_strategy(spec).to_owned()), other: BTreeMap::new() };
     let mut out = BTreeMap::new();
     for (name, config) in &plan.device_plugin_configs {
-        let sharing = (!config.time_slicing.is_empty()).then(|| Sharing {
-            time_slicing: Some(SharingStrategy {
-                rename_by_default: Some(spec.cluster.time_slicing.rename_by_default),
-                fail_requests_greater_than_one: Some(
+        // One sharing mode per config: MPS for MPS nodes (its `failRequestsGreaterThanOne` is
+        // always true, the device plugin's default for MPS: a replica asking for two shares
+        // gets no more memory or threads), time-slicing otherwise.
+        let strategy = |shared: &BTreeMap<String, u32>, fail: bool| SharingStrategy {
+            rename_by_default: Some(spec.cluster.time_slicing.rename_by_default),
+            fail_requests_greater_than_one: Some(fail),
+            resources: shared
+                .iter()
+                .map(|(resource, &replicas)| SharedResource {
+                    name: resource.clone(),
+                    replicas,
+                    devices: None,
+                    rename: None,
+                })
+                .collect(),
+        };
+        let sharing = if !config.mps.is_empty() {
+            Some(Sharing { time_slicing: None, mps: Some(strategy(&config.mps, true)) })
+        } else {
+            (!config.time_slicing.is_empty()).then(|| Sharing {
+                time_slicing: Some(strategy(
+                    &config.time_slicing,
                     spec.cluster.time_slicing.fail_requests_greater_than_one,
-                ),
-                resources: config
-                    .time_slicing
-                    .iter()
-                    .map(|(resource, &replicas)| SharedResource {
-                        name: resource.clone(),
-                        replicas,
-                        devices: None,
-                        rename: None,
-                    })
-                    .collect(),
-            }),
-            mps: None,
-        });
+                )),
+                mps: None,
+            })
+        };
         out.insert(
             name.clone(),
             DevicePluginConfig {
@@ -362,7 +370,7 @@ pub fn schema_errors(schema: &str, document: &serde_json::Value) -> Vec<String> 
 /// The name under which the device plugin advertises `base` on a node whose sharing config is
 /// `config`: `<base>.shared` when the resource is time-sliced and renamed, else `base`.
 fn advertised(spec: &Spec, config: Option<&crate::plan::DevicePluginConfig>, base: &str) -> (String, u32) {
-    match config.and_then(|c| c.time_slicing.get(base)) {
+    match config.and_then(|c| c.shared().get(base)) {
         Some(&k) if spec.cluster.time_slicing.rename_by_default => (format!("{base}.shared"), k),
         Some(&k) => (base.to_owned(), k),
         None => (base.to_owned(), 1),

@@ -159,6 +159,12 @@ fn mode_text(gpu: &GpuPlan) -> String {
         GpuMode::Unused => "unused".to_owned(),
         GpuMode::Whole => "whole".to_owned(),
         GpuMode::TimeSliced { replicas } => format!("time-sliced ×{replicas}"),
+        GpuMode::Mps { replicas } => {
+            format!(
+                "MPS ×{replicas}, each ≤ 1/{replicas} of the memory and {}% of the threads",
+                100 / (*replicas).max(1)
+            )
+        }
         GpuMode::Mig { instances } => {
             let names: Vec<String> =
                 instances.iter().map(|i| format!("{}@{}", md_code(&i.profile), i.start)).collect();
@@ -296,6 +302,13 @@ pub fn node_svg(catalog: &Catalog, pool: &PoolPlan, node: &NodePlan) -> String {
             GpuMode::Whole => bar(&mut svg, 0, slots, "#9ecae1", "whole GPU", &tenants(None)),
             GpuMode::TimeSliced { replicas } => {
                 bar(&mut svg, 0, slots, "#fdd0a2", &format!("time-sliced ×{replicas}"), &tenants(None));
+            }
+            GpuMode::Mps { replicas } => {
+                let label = format!(
+                    "MPS ×{replicas}, {}% threads, 1/{replicas} memory each",
+                    100 / (*replicas).max(1)
+                );
+                bar(&mut svg, 0, slots, "#c6dbef", &label, &tenants(None));
             }
             GpuMode::Mig { instances } => {
                 let gpu_model = catalog.get(&pool.gpu);

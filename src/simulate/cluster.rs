@@ -138,7 +138,11 @@ fn allocatable(
             },
         }
     }
-    let sharing = plugin_config.map(|c| &c["sharing"]["timeSlicing"]);
+    // MPS advertises replicas exactly as time-slicing does (and wins where both are set).
+    let sharing = plugin_config.map(|c| {
+        let mps = &c["sharing"]["mps"];
+        if mps.is_object() { mps } else { &c["sharing"]["timeSlicing"] }
+    });
     let rename = sharing.and_then(|s| s["renameByDefault"].as_bool()).unwrap_or(false);
     for r in sharing.and_then(|s| s["resources"].as_array()).into_iter().flatten() {
         let (Some(name), Some(replicas)) = (r["name"].as_str(), r["replicas"].as_u64()) else { continue };

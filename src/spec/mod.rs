@@ -110,8 +110,25 @@ pub struct Pool {
     pub taints: Vec<Taint>,
     /// The layout the pool runs today, per node, for disruption-aware re-planning.
     pub current: Vec<CurrentNode>,
+    /// The sharing mechanisms the planner may configure on the pool's nodes.
+    pub sharing: PoolSharing,
     #[serde(skip)]
     pub span: Option<Span>,
+}
+
+/// The sharing mechanisms a pool allows (`sharing`; default MIG and time-slicing, not MPS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSharing {
+    pub mig: bool,
+    pub time_slicing: bool,
+    pub mps: bool,
+}
+
+impl Default for PoolSharing {
+    fn default() -> Self {
+        PoolSharing { mig: true, time_slicing: true, mps: false }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -175,6 +192,8 @@ pub struct Model {
     pub priority: i32,
     /// Whether the model counts as an LLM for policies (`policy.llmNeverTimeSliced`).
     pub llm: bool,
+    /// Whether the model may share a GPU by MPS (`allowMps`, default true).
+    pub allow_mps: bool,
     /// How the model's Deployments run (defaults applied).
     pub deployment: Deployment,
     #[serde(skip)]

@@ -74,7 +74,7 @@ pub fn figures(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Figures {
                         replicas.entry(&t.model).or_default().push((&gpu.id, WHOLE.to_owned()));
                     }
                 }
-                GpuMode::TimeSliced { .. } => {
+                GpuMode::TimeSliced { .. } | GpuMode::Mps { .. } => {
                     *f.layouts.entry("time-sliced".to_owned()).or_default() += 1;
                     f.gpcs_used += whole_slices;
                 }
@@ -221,7 +221,7 @@ mod tests {
             mig_configs,
             device_plugin_configs: BTreeMap::from([(
                 DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
-                DevicePluginConfig { time_slicing: BTreeMap::new() },
+                DevicePluginConfig::default(),
             )]),
             quality: Quality {
                 gpus_used: gpus.len() as u32,

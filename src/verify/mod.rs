@@ -245,8 +245,13 @@ impl<'a> Checker<'a> {
             }
         }
         let empty = BTreeMap::new();
+        let config_mps = self
+            .plan
+            .device_plugin_configs
+            .get(&node.device_plugin_config)
+            .is_some_and(|c| !c.mps.is_empty());
         let sharing = match self.plan.device_plugin_configs.get(&node.device_plugin_config) {
-            Some(config) => &config.time_slicing,
+            Some(config) => config.shared(),
             None => {
                 self.push(
                     Kind::DevicePluginConfig,
@@ -271,10 +276,11 @@ impl<'a> Checker<'a> {
             .gpus
             .iter()
             .filter_map(|g| match g.mode {
-                GpuMode::TimeSliced { replicas } => Some(replicas),
+                GpuMode::TimeSliced { replicas } | GpuMode::Mps { replicas } => Some(replicas),
                 _ => None,
             })
             .collect();
+        self.check_mps_node(pool, node, config_mps);
         if exclusive && !counts.is_empty() {
             self.push(
                 Kind::NodeSharing,
@@ -321,6 +327,38 @@ impl<'a> Checker<'a> {
             }
         }
         self.check_any_k_cotenants(pool, gpu, node, sharing, first_placed);
+    }
+
+    /// MPS is one sharing mode per node, on whole GPUs only, where the pool allows it: a node
+    /// whose config shares by MPS has no time-sliced or MIG GPU, and its GPUs are MPS GPUs only
+    /// if it does.
+    fn check_mps_node(&mut self, pool: &Pool, node: &NodePlan, config_mps: bool) {
+        let at = node_at(&pool.name, &node.name);
+        let mps_gpus = node.gpus.iter().any(|g| matches!(g.mode, GpuMode::Mps { .. }));
+        if mps_gpus && !pool.sharing.mps {
+            self.push(Kind::NodeSharing, at.clone(), "MPS on a pool whose `sharing` does not list `mps`");
+        }
+        if mps_gpus != config_mps {
+            self.push(
+                Kind::DevicePluginConfig,
+                at.clone(),
+                format!(
+                    "config `{}` {} MPS but the node's GPUs {}",
+                    node.device_plugin_config,
+                    if config_mps { "configures" } else { "does not configure" },
+                    if mps_gpus { "are MPS clients" } else { "are not" }
+                ),
+            );
+        }
+        if config_mps
+            && node.gpus.iter().any(|g| matches!(g.mode, GpuMode::TimeSliced { .. } | GpuMode::Mig { .. }))
+        {
+            self.push(
+                Kind::NodeSharing,
+                at,
+                "an MPS node with time-sliced or MIG GPUs (MPS is one mode per node, on whole GPUs)",
+            );
+        }
     }
 
     fn check_gpu(
@@ -388,8 +426,8 @@ impl<'a> Checker<'a> {
                     self.record(m, pool, node, g.index, "nvidia.com/gpu".to_owned(), None);
                 }
             }
-            GpuMode::TimeSliced { replicas } => {
-                let k = *replicas;
+            GpuMode::TimeSliced { replicas } | GpuMode::Mps { replicas } => {
+                let (k, mps) = (*replicas, matches!(g.mode, GpuMode::Mps { .. }));
                 if k < 2 || k > self.spec.policy.max_time_slicing_replicas {
                     self.push(
                         Kind::NodeSharing,
@@ -417,10 +455,27 @@ impl<'a> Checker<'a> {
                         format!("tenants need compute {total:.3} > time-slicing efficiency {efficiency}"),
                     );
                 }
+                if mps && !rules::mps_compute_fits(&computes, k, efficiency, 1.0) {
+                    self.push(
+                        Kind::Compute,
+                        at.clone(),
+                        format!(
+                            "an MPS client needs more compute than its thread cap {:.2}",
+                            rules::mps_thread_cap(k)
+                        ),
+                    );
+                }
                 let resource = self.shared_name("nvidia.com/gpu");
                 for m in models {
                     self.check_memory(&at, m, m.memory_mib, share, &format!("1/{k} of the GPU"));
                     self.check_shareable(&at, m);
+                    if mps && !m.allow_mps {
+                        self.push(
+                            Kind::Isolation,
+                            at.clone(),
+                            format!("`{}` refuses MPS (`allowMps: false`)", m.name),
+                        );
+                    }
                     self.record(m, pool, node, g.index, resource.clone(), Some(k));
                 }
             }
@@ -604,6 +659,7 @@ impl<'a> Checker<'a> {
         first_placed: usize,
     ) {
         let efficiency = self.spec.policy.time_slicing_efficiency;
+        let mps = node.gpus.iter().any(|g| matches!(g.mode, GpuMode::Mps { .. }));
         let mut by_resource: BTreeMap<String, Vec<&'a Model>> = BTreeMap::new();
         // This node's tenants were recorded last, from `first_placed` on.
         for p in self.placed.iter().skip(first_placed).filter(|p| p.shared.is_some()) {
@@ -633,6 +689,7 @@ impl<'a> Checker<'a> {
                 others.sort_by(|x, y| y.total_cmp(x));
                 others.truncate(k.saturating_sub(1) as usize);
                 let p99 = b.and_then(|b| match instance {
+                    None if mps => rules::mps_p99_ms(b, 1.0, m.compute, &others, k),
                     None => rules::time_sliced_p99_ms(b, m.compute, &others),
                     Some(p) => rules::mig_time_sliced_p99_ms(b, gpu.sms, p.sms, m.compute, &others),
                 });
@@ -1090,13 +1147,14 @@ impl<'a> Checker<'a> {
         else {
             return false;
         };
-        let sharing =
-            self.plan.device_plugin_configs.get(&node.device_plugin_config).map(|c| &c.time_slicing);
+        let sharing = self.plan.device_plugin_configs.get(&node.device_plugin_config).map(|c| c.shared());
         let shared = |base: &str| sharing.is_some_and(|s| s.contains_key(base));
         let name = |base: &str| if shared(base) { self.shared_name(base) } else { base.to_owned() };
         node.gpus.iter().any(|g| match &g.mode {
             GpuMode::Unused => false,
-            GpuMode::Whole | GpuMode::TimeSliced { .. } => name("nvidia.com/gpu") == resource,
+            GpuMode::Whole | GpuMode::TimeSliced { .. } | GpuMode::Mps { .. } => {
+                name("nvidia.com/gpu") == resource
+            }
             GpuMode::Mig { instances } => instances
                 .iter()
                 .filter_map(|i| gpu.profile(&i.profile))

@@ -62,12 +62,17 @@ fn plan_with(
 ) -> Plan {
     let mut mig_configs = BTreeMap::from([("all-disabled".to_owned(), MigConfig::disabled())]);
     mig_configs.extend(configs.into_iter().map(|(n, c)| (n.to_owned(), c)));
-    let mut device_plugin_configs =
-        BTreeMap::from([("default".to_owned(), DevicePluginConfig { time_slicing: BTreeMap::new() })]);
+    let mut device_plugin_configs = BTreeMap::from([(
+        "default".to_owned(),
+        DevicePluginConfig { time_slicing: BTreeMap::new(), ..Default::default() },
+    )]);
     for (name, entries) in sharing {
         device_plugin_configs.insert(
             name.to_owned(),
-            DevicePluginConfig { time_slicing: entries.iter().map(|(r, k)| ((*r).to_owned(), *k)).collect() },
+            DevicePluginConfig {
+                time_slicing: entries.iter().map(|(r, k)| ((*r).to_owned(), *k)).collect(),
+                ..Default::default()
+            },
         );
     }
     let used = nodes.iter().flat_map(|n| &n.gpus).filter(|g| g.mode != GpuMode::Unused).count() as u32;
@@ -426,7 +431,10 @@ fn rejects_an_instance_shared_without_time_slicing_its_resource() {
     // Time-slicing the 2g.20gb resource 2 ways makes it sound (each tenant ≤ 9984 MiB).
     plan.device_plugin_configs.insert(
         "ts".to_owned(),
-        DevicePluginConfig { time_slicing: BTreeMap::from([("nvidia.com/mig-2g.20gb".to_owned(), 2)]) },
+        DevicePluginConfig {
+            time_slicing: BTreeMap::from([("nvidia.com/mig-2g.20gb".to_owned(), 2)]),
+            ..Default::default()
+        },
     );
     plan.pools[0].nodes[0].device_plugin_config = "ts".to_owned();
     for m in &mut plan.models {
@@ -604,4 +612,42 @@ fn accepts_a_replica_alone_on_its_device_outside_the_latency_range_but_not_one_p
     llm.compute = 0.5;
     llm.latency = Some(Latency { p99_ms: 20.0, baseline_ms: Some(10.0), baseline_gpu: None });
     assert_finds(&spec, &catalog, &plan, Kind::Latency);
+}
+
+/// [`time_sliced`], turned into MPS: the pool allows `mps`, the GPUs are MPS clients two ways,
+/// the node's config shares `nvidia.com/gpu` by MPS.
+fn mps(computes: [f64; 4]) -> (Spec, Catalog, Plan) {
+    let (mut spec, catalog, mut plan) = time_sliced(computes);
+    spec.pools[0].sharing.mps = true;
+    for g in &mut plan.pools[0].nodes[0].gpus {
+        g.mode = GpuMode::Mps { replicas: 2 };
+    }
+    plan.pools[0].nodes[0].device_plugin_config = "gpuplan-mps-gpu-2".to_owned();
+    let config =
+        DevicePluginConfig { mps: BTreeMap::from([("nvidia.com/gpu".to_owned(), 2)]), ..Default::default() };
+    plan.device_plugin_configs.insert("gpuplan-mps-gpu-2".to_owned(), config);
+    (spec, catalog, plan)
+}
+
+#[test]
+fn accepts_a_sound_mps_node() {
+    let (spec, catalog, plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+}
+
+#[test]
+fn rejects_mps_clients_over_their_thread_cap_refusing_mps_or_on_a_pool_without_mps() {
+    // 0.55 + 0.2 fit the time-slicing efficiency together, but 0.55 is above the 50% cap.
+    let (spec, catalog, plan) = mps([0.55, 0.2, 0.2, 0.2]);
+    assert_finds(&spec, &catalog, &plan, Kind::Compute);
+    let (mut spec, catalog, plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    model_mut(&mut spec, "a").allow_mps = false;
+    assert_finds(&spec, &catalog, &plan, Kind::Isolation);
+    let (mut spec, catalog, plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    spec.pools[0].sharing.mps = false;
+    assert_finds(&spec, &catalog, &plan, Kind::NodeSharing);
+    // MPS GPUs behind a time-slicing config.
+    let (spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    plan.pools[0].nodes[0].device_plugin_config = "gpuplan-ts-gpu-2".to_owned();
+    assert_finds(&spec, &catalog, &plan, Kind::DevicePluginConfig);
 }

@@ -90,6 +90,7 @@ pub fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
         node_selector: BTreeMap::new(),
         taints: Vec::new(),
         current: Vec::new(),
+        sharing: Default::default(),
         span: None,
     }
 }
@@ -113,6 +114,7 @@ pub fn model(name: &str, image: &str, replicas: u32) -> Model {
         gpu_types: Vec::new(),
         priority: 0,
         llm: false,
+        allow_mps: true,
         deployment: Default::default(),
         span: None,
     }
@@ -182,7 +184,7 @@ fn all_disabled() -> MigConfig {
 }
 
 fn exclusive() -> DevicePluginConfig {
-    DevicePluginConfig { time_slicing: BTreeMap::new() }
+    DevicePluginConfig { time_slicing: BTreeMap::new(), ..Default::default() }
 }
 
 fn quality(used: u32, lower: u32, baseline: u32, cost: Option<f64>) -> Quality {
@@ -328,7 +330,10 @@ pub fn time_sliced() -> Fixture {
         mig_configs: BTreeMap::from([("all-disabled".to_owned(), all_disabled())]),
         device_plugin_configs: BTreeMap::from([(
             "shared-small-ts4".to_owned(),
-            DevicePluginConfig { time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 4)]) },
+            DevicePluginConfig {
+                time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 4)]),
+                ..Default::default()
+            },
         )]),
         quality: quality(1, 1, 4, None),
         changes: None,

@@ -12,6 +12,7 @@ mod fixtures_plans;
 mod latency;
 mod lint;
 mod manifest;
+mod mps;
 mod parvagpu;
 mod plan;
 mod profiles;

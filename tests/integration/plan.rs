@@ -23,6 +23,7 @@ fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
         node_selector: BTreeMap::new(),
         taints: Vec::new(),
         current: Vec::new(),
+        sharing: Default::default(),
         span: None,
     }
 }
@@ -877,7 +878,10 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
     one.pools[0].nodes = vec![node];
     one.device_plugin_configs.insert(
         "ts-2".into(),
-        DevicePluginConfig { time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 2)]) },
+        DevicePluginConfig {
+            time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), 2)]),
+            ..Default::default()
+        },
     );
     for m in &mut one.models {
         m.groups = vec![ReplicaGroup {

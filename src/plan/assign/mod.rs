@@ -62,6 +62,9 @@ pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, 
         };
         tenants.push(SharedTenant { compute: x.compute, latency });
     }
+    if problem.pools[pi].mps {
+        return rules::mps_tenants_fit(&tenants, k, eff, 1.0);
+    }
     rules::shared_tenants_fit(&tenants, k, eff, 1.0, None)
 }
 

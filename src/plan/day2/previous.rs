@@ -108,6 +108,10 @@ pub enum PrevMode {
         #[serde(default)]
         replicas: u32,
     },
+    Mps {
+        #[serde(default)]
+        replicas: u32,
+    },
     Mig {
         #[serde(default)]
         instances: Vec<PrevInstance>,
@@ -166,6 +170,9 @@ pub struct PrevMigEntry {
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevPluginConfig {
     pub time_slicing: BTreeMap<String, u32>,
+    /// MPS replicas per resource (absent in plans written before MPS).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mps: BTreeMap<String, u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -245,7 +245,17 @@ fn node_devs(
         let dev = match &g.mode {
             PrevMode::Unused => Dev::Unused,
             PrevMode::Whole => Dev::Whole { tenant: tenants.first().copied() },
-            PrevMode::TimeSliced { replicas } => Dev::Ts { k: (*replicas).max(1), tenants },
+            // Time-slicing and MPS are one device state with the pool's sharing mode; a node
+            // whose mode is not the pool's now is a sharing change, re-planned (and drained).
+            PrevMode::TimeSliced { .. } if pool.mps => {
+                return Err("it time-sliced its GPUs; the pool now shares them by MPS".to_owned());
+            }
+            PrevMode::Mps { .. } if !pool.mps => {
+                return Err("it shared its GPUs by MPS; the pool no longer allows `mps`".to_owned());
+            }
+            PrevMode::TimeSliced { replicas } | PrevMode::Mps { replicas } => {
+                Dev::Ts { k: (*replicas).max(1), tenants }
+            }
             PrevMode::Unknown => return Err("a GPU has a mode this gpuplan does not know".to_owned()),
             PrevMode::Mig { instances } => {
                 let mut counts = vec![0u8; pool.profiles.len()];
@@ -1042,6 +1052,7 @@ fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
                     GpuMode::Unused => PrevMode::Unused,
                     GpuMode::Whole => PrevMode::Whole,
                     GpuMode::TimeSliced { replicas } => PrevMode::TimeSliced { replicas: *replicas },
+                    GpuMode::Mps { replicas } => PrevMode::Mps { replicas: *replicas },
                     GpuMode::Mig { instances } => PrevMode::Mig {
                         instances: instances
                             .iter()

@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::build::ALL_DISABLED;
+use crate::catalog::migparted::ALL_DISABLED;
 use crate::plan::day2::changes::{NodeChange, node_change};
 use crate::plan::day2::previous::{
     Carried, Labels, Phase, PrevGpu, PrevInstance, PrevMode, PrevNode, PrevTenant, Previous, Transition,
@@ -282,7 +282,7 @@ fn keep_carried_configs(plan: &mut Plan, previous: &Previous, report: &mut Repor
         {
             plan.device_plugin_configs.insert(
                 c.device_plugin_config.clone(),
-                DevicePluginConfig { time_slicing: cfg.time_slicing.clone() },
+                DevicePluginConfig { time_slicing: cfg.time_slicing.clone(), mps: cfg.mps.clone() },
             );
         }
     }

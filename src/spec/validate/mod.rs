@@ -202,13 +202,43 @@ impl<'c> Validator<'c> {
         self.header_field("kind", &m.kind, KIND, "unknown kind", kind_help);
         self.dns_label(&m.metadata.name, "the plan name");
         let policy = self.policy(m.policy.as_ref());
-        let cluster = self.cluster(m.cluster.as_ref());
+        let mut cluster = self.cluster(m.cluster.as_ref());
+        self.mps_mig_strategy(m, cluster.as_mut());
         let pools = self.pools(m);
         let models = self.models(m, &pools, &policy);
         let pools: Vec<Pool> = pools.into_iter().map(|p| p.pool).collect();
         let models = models?;
         let change_policy = super::change_policy::validate(m.change_policy.as_ref(), &mut self.diags);
         Some(Spec::from_parts(&m.metadata.name.value, cluster?, pools, models, policy, change_policy))
+    }
+
+    /// The device plugin refuses MPS under `migStrategy: mixed` (an error at start-up), and the
+    /// GPU Operator gives every node the cluster's strategy. So where a pool allows `mps`, the
+    /// default strategy is `none` instead of `mixed`, and an explicit `mixed` is an error.
+    fn mps_mig_strategy(&mut self, m: &Manifest, cluster: Option<&mut Cluster>) {
+        let Some(mps) = m.inventory.pools.iter().find_map(|p| {
+            p.sharing.iter().flatten().find(|s| s.value == crate::manifest::words::SharingMechanism::Mps)
+        }) else {
+            return;
+        };
+        let explicit = m.cluster.as_ref().and_then(|c| c.mig_strategy.as_ref());
+        match explicit {
+            Some(s) if s.value == MigStrategy::Mixed => self.push(
+                Diagnostic::error(
+                    codes::MPS_WITH_MIXED_MIG_STRATEGY,
+                    "a pool allows `mps` but `cluster.migStrategy` is `mixed`",
+                )
+                .at(mps.span.clone(), "MPS allowed here")
+                .with_label(s.span.clone(), "the device plugin refuses MPS under this strategy")
+                .with_help("set `migStrategy: none` (MIG is then not planned), or drop `mps` from the pool's `sharing`"),
+            ),
+            Some(_) => {}
+            None => {
+                if let Some(c) = cluster {
+                    c.mig_strategy = MigStrategy::None;
+                }
+            }
+        }
     }
 
     fn policy(&mut self, p: Option<&raw::Policy>) -> Policy {

@@ -158,6 +158,7 @@ impl Validator<'_> {
             gpu_types,
             priority: priority?,
             llm,
+            allow_mps: raw.allow_mps.as_ref().is_none_or(|b| b.value),
             deployment,
             // The model's name: what a planner diagnostic about the model should underline.
             span: Some(raw.name.span.clone()),

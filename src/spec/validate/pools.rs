@@ -77,6 +77,15 @@ impl Validator<'_> {
                 node_selector,
                 taints,
                 current,
+                sharing: p.sharing.as_ref().map_or_else(crate::spec::PoolSharing::default, |list| {
+                    crate::spec::PoolSharing {
+                        mig: list.iter().any(|m| m.value == crate::manifest::words::SharingMechanism::Mig),
+                        time_slicing: list
+                            .iter()
+                            .any(|m| m.value == crate::manifest::words::SharingMechanism::TimeSlicing),
+                        mps: list.iter().any(|m| m.value == crate::manifest::words::SharingMechanism::Mps),
+                    }
+                }),
                 // The pool's name: what a planner diagnostic about the pool should underline.
                 span: Some(p.name.span.clone()),
             },
