@@ -140,7 +140,8 @@ fn no_stage_imports_from_a_later_stage() {
 /// The planner's own modules that a piece of code names: `crate::plan::<m>` (also inside one
 /// `{…}` group on the line) and, in a file directly below `src/plan/`, `super::<m>`.
 fn plan_references(code: &str, top_level: bool) -> Vec<String> {
-    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let ident =
+        |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
     let mut out = Vec::new();
     for line in code.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
         let mut rest = line;
@@ -170,7 +171,8 @@ fn plan_references(code: &str, top_level: bool) -> Vec<String> {
 fn the_planner_has_no_import_circle() {
     const SKIP: &[&str] = &["mod", "tests", "previous", "replan", "rollout"];
     let plan = Path::new(ROOT).join("src/plan");
-    let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
     let files = rust_files(&plan);
     let module_of = |p: &Path| {
         let rel = p.strip_prefix(&plan).expect("below src/plan");
@@ -191,7 +193,10 @@ fn the_planner_has_no_import_circle() {
             }
         }
     }
-    assert!(edges.contains_key("assign") && edges.contains_key("milp"), "the scan sees the planner: {edges:?}");
+    assert!(
+        edges.contains_key("assign") && edges.contains_key("milp"),
+        "the scan sees the planner: {edges:?}"
+    );
     // Depth-first search; a module met again on the current path closes a circle.
     fn visit(
         m: &str,
