@@ -18,6 +18,7 @@
 //! rate formulation is exercised by the ParvaGPU benchmark.
 
 pub mod parvagpu;
+pub mod stress;
 
 use std::collections::BTreeMap;
 

@@ -131,9 +131,57 @@ pub(crate) fn valid_bound(problem: &Problem<'_>) -> ValidBound {
         let by_gpus = if cheapest.is_finite() { f64::from(gpu_bound) * cheapest } else { 0.0 };
         // To a millionth, as the plan's cost is; figures closer than a millionth (relative) are
         // compared as equal (`Quality::judge`, the verifier).
-        (cost.max(by_gpus) * 1e6).round().max(0.0) / 1e6
+        let bound = (cost.max(by_gpus) * 1e6).round().max(0.0) / 1e6;
+        integral_cost(bound, &prices)
     });
     ValidBound { gpus: gpu_bound, cost_per_hour }
+}
+
+/// Amounts in cents above which [`integral_cost`] leaves a bound as it is (the table would
+/// pass 20 million entries: $200,000 per hour).
+const INTEGRAL_COST_MAX_CENTS: u64 = 20_000_000;
+
+/// A cost bound raised by integrality: every plan costs `Σ_p price_p × G_p` with whole GPUs
+/// `G_p ≥ 0`, so no plan costs less than the smallest such sum that reaches `bound` (a coin
+/// problem, solved by a table over the prices in cents divided by their greatest common
+/// divisor). Valid for any valid `bound`; unchanged when a price is not a whole number of
+/// cents or the table would be too large ([`INTEGRAL_COST_MAX_CENTS`]).
+pub(crate) fn integral_cost(bound: f64, prices: &[f64]) -> f64 {
+    let cents: Option<Vec<u64>> = prices
+        .iter()
+        .filter(|&&p| p > 0.0)
+        .map(|&p| {
+            let c = p * 100.0;
+            ((c - c.round()).abs() < 1e-6 && c.round() >= 1.0).then_some(c.round() as u64)
+        })
+        .collect();
+    let Some(cents) = cents.filter(|c| !c.is_empty()) else { return bound };
+    if !bound.is_finite() || bound <= 0.0 {
+        return bound;
+    }
+    // The bound in cents, less a thousandth of a cent for rounding (it is given to a millionth
+    // of a dollar): no sum of whole cents below this reaches it.
+    let target = (bound * 100.0 - 1e-3).ceil().max(0.0) as u64;
+    let g = cents.iter().copied().fold(0, gcd);
+    let coins: Vec<usize> = cents.iter().map(|&c| (c / g) as usize).collect();
+    let goal = target.div_ceil(g) as usize;
+    let top = goal + coins.iter().copied().max().unwrap_or(1);
+    if (top as u64).saturating_mul(g) > INTEGRAL_COST_MAX_CENTS {
+        return bound;
+    }
+    let mut reachable = vec![false; top + 1];
+    reachable[0] = true;
+    for amount in 1..=top {
+        reachable[amount] = coins.iter().any(|&c| c <= amount && reachable[amount - c]);
+        if amount >= goal && reachable[amount] {
+            return bound.max((amount as u64 * g) as f64 / 100.0);
+        }
+    }
+    bound
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The larger of two valid bounds: the simple weights (generic shares, no surcharge, each
@@ -734,5 +782,41 @@ mod tests {
             let c = b.cost_per_hour.unwrap_or(0.0);
             proptest::prop_assert!(c <= cost * (1.0 + 1e-6), "cost bound {c} above {cost}");
         }
+    }
+
+    /// The smallest sum of whole GPUs at these prices that reaches `bound`, by enumeration.
+    fn smallest_sum_at_least(bound: f64, prices: &[f64]) -> f64 {
+        let mut best = f64::INFINITY;
+        let mut counts = vec![0u32; prices.len()];
+        loop {
+            let sum: f64 = counts.iter().zip(prices).map(|(&n, &p)| f64::from(n) * p).sum();
+            if sum >= bound - 1e-9 {
+                best = best.min(sum);
+            }
+            // Next combination of counts 0..=40 (an odometer).
+            let Some(i) = counts.iter().position(|&n| n < 40) else { break };
+            counts[i] += 1;
+            counts[..i].iter_mut().for_each(|n| *n = 0);
+        }
+        best
+    }
+
+    #[test]
+    fn integral_cost_is_the_smallest_reachable_sum_by_brute_force() {
+        let mut rng = bench::SplitMix64(23);
+        // Prices of $0.30 or more and bounds up to $12: 40 GPUs of a pool reach every bound.
+        for _ in 0..150 {
+            let k = 1 + (rng.next_u64() % 3) as usize;
+            let prices: Vec<f64> = (0..k).map(|_| (30 + rng.next_u64() % 571) as f64 / 100.0).collect();
+            let bound = rng.range(0.0, 12.0);
+            let want = smallest_sum_at_least(bound, &prices);
+            let got = integral_cost(bound, &prices);
+            assert!(got >= bound - 1e-9, "{got} below the bound {bound}");
+            assert!((got - want).abs() < 1e-6, "prices {prices:?}, bound {bound}: {got} against {want}");
+        }
+        // Prices in fractions of a cent are left alone; so is a bound met exactly.
+        assert_eq!(integral_cost(3.3, &[0.805, 2.4]), 3.3);
+        assert!((integral_cost(4.8, &[0.8, 2.4]) - 4.8).abs() < 1e-9);
+        assert!((integral_cost(86.23, &[0.8, 2.4, 4.0]) - 86.4).abs() < 1e-9);
     }
 }

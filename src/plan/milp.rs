@@ -258,7 +258,27 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
+    solve_with_work(problem, goal, pins, 1)
+}
+
+/// How many times its node limit a solve with more work may explore ([`solve_harder`]).
+pub(crate) const HARDER_WORK: u32 = 8;
+
+/// [`solve`] with [`HARDER_WORK`] times the node limit: the cascade's last resort when the
+/// solver stopped without a feasible solution (a count, not a clock: the same on any machine).
+pub(crate) fn solve_harder(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
+    solve_with_work(problem, goal, pins, HARDER_WORK)
+}
+
+/// [`solve`] with `work` times the solver's node limit.
+fn solve_with_work(
+    problem: &Problem<'_>,
+    goal: Goal,
+    pins: &Pins,
+    work: u32,
+) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, goal);
+    prog.work = work;
     prog.replica_vars();
     prog.pool_vars();
     prog.pin(pins);
@@ -305,6 +325,8 @@ struct Program<'p, 'a> {
     ys: Vec<Vec<Option<Variable>>>,
     pv: Vec<PoolVars>,
     weights: Weights,
+    /// Multiple of the solver's node limit (1 but for [`solve_harder`]).
+    work: u32,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -352,6 +374,7 @@ impl<'p, 'a> Program<'p, 'a> {
             ys: Vec::new(),
             pv: Vec::new(),
             weights: Weights { stability, node, tie },
+            work: 1,
         }
     }
 
@@ -863,7 +886,8 @@ impl<'p, 'a> Program<'p, 'a> {
 
     /// Solves and reads the counts back.
     fn run_and_read(self) -> Result<MilpResult, MilpError> {
-        let Program { problem, goal, cols, large, integer, vars, cons, objective, y, ys, pv, .. } = self;
+        let Program { problem, goal, cols, large, integer, vars, cons, objective, y, ys, pv, work, .. } =
+            self;
         // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
         // The objective is at most 1000 × the cost bound (+1 for the lower levels).
         let scale = match goal {
@@ -873,7 +897,7 @@ impl<'p, 'a> Program<'p, 'a> {
             }
             Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
         };
-        let (values, optimal, gap) = run(vars, objective, cons, scale, large)?;
+        let (values, optimal, gap) = run(vars, objective, cons, scale, large, work)?;
         // Proven only for the program as solved (pinned programs prove nothing for the full
         // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
         // is the cost only when every GPU weighs the same (unpriced); on priced pools only a
@@ -1002,6 +1026,7 @@ fn run(
     cons: Vec<Constraint>,
     scale: f64,
     large: bool,
+    work: u32,
 ) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
@@ -1027,7 +1052,7 @@ fn run(
             .set_option("random_seed", 0)
             .set_option("mip_rel_gap", gap)
             .set_option("mip_abs_gap", 1e-6)
-            .set_option("mip_max_nodes", HIGHS_NODE_LIMIT)
+            .set_option("mip_max_nodes", HIGHS_NODE_LIMIT.saturating_mul(work as i32))
             .set_option("output_flag", false);
         for c in cons {
             m.add_constraint(c);
@@ -1058,7 +1083,7 @@ fn run(
         // The relative gap keeps the cost exact (one GPU weighs 1000 in an objective of about
         // 1000 × GPUs) and lets the solver stop before proving the tie-breaks optimal.
         let mut options = microlp::SolveOptions::default();
-        options.node_limit = Some(MICROLP_NODE_LIMIT);
+        options.node_limit = Some(MICROLP_NODE_LIMIT * u64::from(work));
         options.mip_gap = gap;
         match m.as_inner().solve_with(options) {
             Ok(outcome) => {

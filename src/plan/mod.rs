@@ -397,10 +397,11 @@ pub fn plan_traced(
     if let Some(r) = &cost_relaxed {
         tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
     }
+    let prices: Vec<f64> = problem.pools.iter().map(|p| p.spec.cost_per_gpu_hour.unwrap_or(0.0)).collect();
     let cost_bound = cost_relaxed
         .as_ref()
         .zip(problem.unit_price)
-        .map(|(r, unit)| (r.cost.max(0.0) * unit * 1e6).round() / 1e6);
+        .map(|(r, unit)| bounds::integral_cost((r.cost.max(0.0) * unit * 1e6).round() / 1e6, &prices));
     let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
     let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
     let large = problem::is_large(&problem);

@@ -91,6 +91,8 @@ pub(crate) enum Step {
     FfdSearch,
     /// The exhaustive search of a small input.
     Improve,
+    /// The MILP again with [`milp::HARDER_WORK`] times its node limit, its counts laid out.
+    HarderSolve,
 }
 
 impl Step {
@@ -101,6 +103,12 @@ impl Step {
             Step::FfdReordered(order) => format!("first fit in another order ({order})"),
             Step::FfdSearch => "first-fit-decreasing with backtracking".to_owned(),
             Step::Improve => "an exhaustive search of this small input".to_owned(),
+            Step::HarderSolve => {
+                format!(
+                    "the optimiser with {} times its node limit, its counts laid out on nodes,",
+                    milp::HARDER_WORK
+                )
+            }
         }
     }
 }
@@ -319,11 +327,10 @@ fn optimise(
                     a.repaired
                 ))
             );
-            judge(problem, &r, decomposed, ffd)
+            judge(problem, inputs, &r, decomposed, ffd, tracer)
         }
-        (Err(MilpError::Solver(e)), Some(f)) => Ok(Candidate::new(f, Method::FfdKept(Why::SolverFailed(e)))),
+        (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, tracer),
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
-        (Err(MilpError::Solver(e)), None) => fallback(problem, Why::SolverFailed(e)),
         (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err)),
     }
 }
@@ -331,9 +338,11 @@ fn optimise(
 /// The optimiser's laid-out counts against first fit: the candidate, with its method.
 fn judge(
     problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
     r: &MilpResult,
     decomposed: Option<Assignment>,
     ffd: Option<Assignment>,
+    tracer: &mut Tracer<'_>,
 ) -> Result<Candidate, Diagnostics> {
     match (decomposed, ffd) {
         (Some(a), Some(f)) if cheaper(problem, &f, &a) => Ok(Candidate::new(f, Method::FfdBeatOptimiser)),
@@ -342,8 +351,7 @@ fn judge(
             let method = Method::Milp { proved, repaired: a.repaired };
             Ok(Candidate { proved, ..Candidate::new(a, method) })
         }
-        (None, Some(f)) => Ok(Candidate::new(f, Method::FfdKept(Why::NotDecomposed))),
-        (None, None) => fallback(problem, Why::NotDecomposed),
+        (None, ffd) => rescue(problem, inputs, Why::NotDecomposed, ffd, tracer),
     }
 }
 
@@ -444,46 +452,115 @@ fn lay_out_one_profile(
     keep_cheaper(problem, decomposed, lay_out(problem, &alt))
 }
 
-/// Steps when the optimiser's path gave no plan: first fit in other orders (linear in the
-/// replicas), then first-fit-decreasing with backtracking. `Err` names the model whose replica
-/// the search could not place: `no-feasible-plan` when the search was exhaustive, else
-/// `planner-failed`.
-fn fallback(problem: &Problem<'_>, why: Why) -> Result<Candidate, Diagnostics> {
-    if let Some((f, order)) = assign::ffd_reordered(problem) {
-        return Ok(Candidate {
-            searched: true,
-            ..Candidate::new(f, Method::Fallback { why, by: Step::FfdReordered(order) })
-        });
+/// Steps when the optimiser's path gave no plan of its own (its solve stopped without a
+/// feasible solution, or its counts did not lay out): first fit's plan if any, the relaxation
+/// laid out, first fit guided by it and first fit in other orders (all linear in the
+/// replicas), the cheapest kept; when the solver stopped early and that is not within the
+/// quality target of the relaxation, the optimiser again with more work; then
+/// first-fit-decreasing with backtracking. `Err` names the true cause ([`failure`]).
+fn rescue(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    why: Why,
+    ffd: Option<Assignment>,
+    tracer: &mut Tracer<'_>,
+) -> Result<Candidate, Diagnostics> {
+    let found = ffd.is_some();
+    let pref = inputs.preferred.clone().or_else(|| {
+        inputs.guide.map(|lp| {
+            let mut p = lp.replicas.clone();
+            p.extend(round_all(problem, lp));
+            p
+        })
+    });
+    let laid = inputs
+        .guide
+        .zip(pref.as_ref())
+        .and_then(|(lp, pref)| assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true));
+    let steps = [
+        laid.map(|a| (a, Some(Step::RelaxationLaidOut))),
+        pref.as_ref().and_then(|p| assign::ffd_guided(problem, p)).map(|a| (a, Some(Step::FfdGuided))),
+        assign::ffd_reordered(problem).map(|(a, order)| (a, Some(Step::FfdReordered(order)))),
+    ];
+    let mut best: Option<(Assignment, Option<Step>)> = ffd.map(|f| (f, None));
+    for step in steps {
+        best = keep_cheaper_by(problem, best, step, |x| &x.0);
     }
-    match assign::ffd_search(problem) {
-        Ok(f) => Ok(Candidate {
-            searched: true,
-            ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
-        }),
-        Err(stuck) => {
-            let mut d = if stuck.proven {
-                // The optimiser's conditions are necessary only; the search tried everything.
-                Diagnostic::error(
-                    codes::NO_FEASIBLE_PLAN,
-                    "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
-                )
-                .with_help("check spread, isolation and time-slicing settings; more nodes may help")
-            } else {
-                Diagnostic::error(
-                    codes::PLANNER_FAILED,
-                    "the optimiser found counts that cannot be laid out on nodes, and first-fit-decreasing found no plan",
-                )
-                .with_help("this is a planner limitation; please report it with the manifest")
-            };
-            if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
-                d = d.with_note(format!(
-                    "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed",
-                    mc.name(),
-                    mc.spec.spread.word(),
-                    mc.spec.isolation.word()
-                ));
-            }
-            Err(Diagnostics::from_iter([d]))
+    let target = inputs.guide.map(|lp| lp.cost * (1.0 + QUALITY_TARGET));
+    let far = best.as_ref().is_none_or(|(a, _)| target.is_none_or(|t| a.cost(problem) > t + COST_EPSILON));
+    if matches!(why, Why::SolverFailed(_)) && far {
+        let harder = harder_solve(problem, inputs, best.as_ref().map(|x| x.0.cost(problem)), tracer);
+        best = keep_cheaper_by(problem, best, harder.map(|a| (a, Some(Step::HarderSolve))), |x| &x.0);
+    }
+    match best {
+        Some((f, None)) => Ok(Candidate::new(f, Method::FfdKept(why))),
+        Some((a, Some(by))) => {
+            tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), a.gpus_used(), a.cost(problem));
+            let searched = !found && matches!(by, Step::FfdReordered(_));
+            Ok(Candidate { searched, ..Candidate::new(a, Method::Fallback { why, by }) })
         }
+        None => match assign::ffd_search(problem) {
+            Ok(f) => Ok(Candidate {
+                searched: true,
+                ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
+            }),
+            Err(stuck) => Err(failure(problem, &why, &stuck)),
+        },
     }
+}
+
+/// The relative gap to the relaxation that DESIGN.md's quality target allows (2%).
+const QUALITY_TARGET: f64 = 0.02;
+
+/// Step: the MILP with [`milp::HARDER_WORK`] times its node limit (below `cap`, the best cost
+/// found so far), its counts laid out.
+fn harder_solve(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    cap: Option<f64>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Assignment> {
+    let goal = match inputs.goal {
+        Goal::Plan { cost_bound, gpu_floor } => Goal::Plan { cost_bound: cap.or(cost_bound), gpu_floor },
+        g => g,
+    };
+    let r = milp::solve_harder(problem, goal, &Pins::new());
+    tr!(tracer, "MILP with more work: {:?}", r.as_ref().map(|r| r.cost));
+    lay_out(problem, &r.ok()?)
+}
+
+/// The diagnostic when no step found a plan: `no-feasible-plan` when the backtracking search
+/// was exhaustive, else `planner-failed` with what failed (the solver's stop or the lay-out),
+/// and the model whose replica the search could not place.
+fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck) -> Diagnostics {
+    let mut d = if stuck.proven {
+        // The optimiser's conditions are necessary only; the search tried everything.
+        Diagnostic::error(
+            codes::NO_FEASIBLE_PLAN,
+            "no plan satisfies every constraint together on these nodes: an exhaustive search found none",
+        )
+        .with_help("check spread, isolation and time-slicing settings; more nodes may help")
+    } else {
+        let cause = match why {
+            Why::NotDecomposed => "the optimiser found counts that cannot be laid out on nodes".to_owned(),
+            Why::SolverFailed(e) => format!("the solver stopped without a feasible solution ({e})"),
+        };
+        Diagnostic::error(
+            codes::PLANNER_FAILED,
+            format!(
+                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{})",
+                if matches!(why, Why::SolverFailed(_)) { ", the optimiser with more work" } else { "" }
+            ),
+        )
+        .with_help("this is a planner limitation; please report it with the manifest")
+    };
+    if let Some(mc) = stuck.model.and_then(|m| problem.models.get(m)) {
+        d = d.with_note(format!(
+            "the search found no place for a replica of `{}` (spread `{}`, isolation `{}`) once the others were placed; it stopped at its step limit",
+            mc.name(),
+            mc.spec.spread.word(),
+            mc.spec.isolation.word()
+        ));
+    }
+    Diagnostics::from_iter([d])
 }

@@ -562,4 +562,4 @@ mod search;
 
 pub(crate) use decompose::{decompose, replace_mig_spread, untangle_mig_spread};
 pub(crate) use ffd::{ffd, ffd_guided, ffd_reordered};
-pub(crate) use search::{decompose_search, ffd_search, improve};
+pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};

@@ -1,0 +1,135 @@
+//! The stress sweep (issue 23): plans `gpuplan::bench::stress` fleets over many seeds and prints
+//! one line per fleet and the distribution per family — median and max above the planner's
+//! bound and above the bound valid for every plan, how many are within the quality target
+//! (max(1 GPU, 2%), priced: max(the cheapest GPU-hour, 2%)), and the failures by code.
+//!
+//! Run: `cargo bench --bench stress -- [--seeds N] [--sizes 8,128,1024] [--fill 0.7]` (release
+//! build; add `--features highs` for HiGHS). Nothing is asserted: the numbers go to
+//! docs/benchmarks.md.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Instant;
+
+use gpuplan::bench::stress::{Shape, fleet};
+use gpuplan::{plan, verify};
+
+/// One planned fleet: (excess over the planner's bound, over the valid bound, the target, the
+/// unit's cheapest step) in the objective's unit, or the failure code.
+type Outcome = Result<(f64, f64, f64), String>;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        let _ = writeln!(std::io::stdout(), "stress sweep: built; run it with `cargo bench --bench stress`");
+        return;
+    }
+    let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let seeds: u64 = value("--seeds").and_then(|s| s.parse().ok()).unwrap_or(10);
+    let fill: f64 = value("--fill").and_then(|s| s.parse().ok()).unwrap_or(0.7);
+    let sizes: Vec<u32> = value("--sizes")
+        .unwrap_or_else(|| "8,32,128,1024".to_owned())
+        .split(',')
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let mut out = std::io::stdout().lock();
+    let mut families: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+    for &gpus in &sizes {
+        for (priced, compute, time_sliced) in [
+            (false, false, false),
+            (false, true, false),
+            (true, false, false),
+            (true, true, false),
+            (false, true, true),
+            (true, true, true),
+        ] {
+            let shape = Shape { gpus, priced, compute, fill, time_sliced };
+            let family = format!(
+                "{gpus} GPUs, {}{}{}",
+                if time_sliced { "time-sliced" } else { "mixed" },
+                if priced { ", priced" } else { "" },
+                if compute { ", compute" } else { "" }
+            );
+            for seed in 0..seeds {
+                let (outcome, line) = one(shape, seed);
+                let _ = writeln!(out, "{family}, seed {seed}: {line}");
+                families.entry(family.clone()).or_default().push(outcome);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n| family | fleets | planned | within target (planner's bound) | median / max above the planner's bound | median / max above the bound valid for every plan | failures |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for (family, outcomes) in &families {
+        let _ = writeln!(out, "{}", summary(family, outcomes));
+    }
+}
+
+/// Plans one fleet: its outcome and a line for the log.
+fn one(shape: Shape, seed: u64) -> (Outcome, String) {
+    let (spec, catalog) = fleet(shape, seed);
+    let t = Instant::now();
+    match plan::plan(&spec, &catalog) {
+        Ok(p) => {
+            let secs = t.elapsed().as_secs_f64();
+            let violations = verify::check(&spec, &catalog, &p).len();
+            let q = &p.quality;
+            let cheapest =
+                spec.pools.iter().filter_map(|p| p.cost_per_gpu_hour).fold(f64::INFINITY, f64::min);
+            let (used, model, valid, step) = match (q.cost_per_hour, q.cost_lower_bound_per_hour) {
+                (Some(c), Some(v)) => (c, q.model_cost_lower_bound_per_hour.unwrap_or(v).max(v), v, cheapest),
+                _ => (
+                    f64::from(q.gpus_used),
+                    f64::from(q.model_lower_bound.max(q.lower_bound)),
+                    f64::from(q.lower_bound),
+                    1.0,
+                ),
+            };
+            let target = step.max(0.02 * model);
+            let line = format!(
+                "{used:.2} (model bound {model:.2}, valid bound {valid:.2}, {:?}, {} GPUs) {secs:.2} s, {violations} violation(s)",
+                q.proof, q.gpus_used
+            );
+            (Ok((used - model, used - valid, target)), line)
+        }
+        Err(d) => {
+            let code = d.iter().next().map_or_else(|| "?".to_owned(), |x| x.code.to_owned());
+            let msg = d.iter().next().map_or_else(String::new, |x| x.message.clone());
+            (Err(code.clone()), format!("FAILED {code}: {msg}"))
+        }
+    }
+}
+
+/// A markdown row: the distribution of one family.
+fn summary(family: &str, outcomes: &[Outcome]) -> String {
+    let planned: Vec<(f64, f64, f64)> = outcomes.iter().filter_map(|o| o.as_ref().ok().copied()).collect();
+    let mut failures: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in outcomes {
+        if let Err(code) = o {
+            *failures.entry(code.as_str()).or_default() += 1;
+        }
+    }
+    let within = planned.iter().filter(|x| x.0 <= x.2 + 1e-6).count();
+    let stats = |f: fn(&(f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = planned.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        match (v.get(v.len() / 2), v.last()) {
+            (Some(m), Some(x)) => format!("{m:.2} / {x:.2}"),
+            _ => "–".to_owned(),
+        }
+    };
+    let failures = if failures.is_empty() {
+        "none".to_owned()
+    } else {
+        failures.iter().map(|(c, n)| format!("{n} {c}")).collect::<Vec<_>>().join(", ")
+    };
+    format!(
+        "| {family} | {} | {} | {within} | {} | {} | {failures} |",
+        outcomes.len(),
+        planned.len(),
+        stats(|x| x.0),
+        stats(|x| x.1)
+    )
+}
