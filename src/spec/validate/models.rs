@@ -204,6 +204,7 @@ impl Validator<'_> {
             raw.deployment.as_ref(),
             defaults.deployment.as_ref(),
             &ports,
+            &raw.image,
         );
         Some(Model {
             name: name.clone(),
