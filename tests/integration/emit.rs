@@ -167,11 +167,35 @@ fn symbolic_links_inside_the_directory_are_not_followed() {
 }
 
 #[test]
-fn an_empty_bundle_only_writes_the_index() {
+fn an_empty_bundle_only_writes_the_index_and_the_git_attributes() {
     let root = tmp();
     let out = root.path().join("out");
     emit(&Bundle::default(), &out, Mode::Write).expect("writes");
-    assert_eq!(tree(&out).keys().collect::<Vec<_>>(), vec![INDEX]);
+    assert_eq!(tree(&out).keys().collect::<Vec<_>>(), vec![gpuplan::emit::GITATTRIBUTES, INDEX]);
+}
+
+/// Generated files are marked for GitHub and GitLab, and a `.gitattributes` of the user's wins.
+#[test]
+fn generated_files_are_marked_and_a_users_git_attributes_are_left_alone() {
+    let root = tmp();
+    let out = root.path().join("out");
+    emit(&Bundle::default(), &out, Mode::Write).expect("writes");
+    let attributes = fs::read_to_string(out.join(".gitattributes")).expect("written");
+    for path in ["PLAN.md", "plan.json", "plan/*.svg"] {
+        assert!(
+            attributes.contains(&format!("\n{path} linguist-generated=true gitlab-generated=true\n")),
+            "{path}"
+        );
+    }
+    assert!(!attributes.contains(".yaml"), "the Kubernetes YAML is reviewed, not folded");
+    let again = emit(&Bundle::default(), &out, Mode::Check).expect("checks");
+    assert!(again.is_clean(), "{:?}", again.changes);
+    let theirs = root.path().join("theirs");
+    fs::create_dir_all(&theirs).expect("mkdir");
+    fs::write(theirs.join(".gitattributes"), "*.yaml diff\n").expect("write");
+    emit(&Bundle::default(), &theirs, Mode::Write).expect("writes, does not refuse");
+    assert_eq!(fs::read_to_string(theirs.join(".gitattributes")).expect("read"), "*.yaml diff\n");
+    assert!(emit(&Bundle::default(), &theirs, Mode::Check).expect("checks").is_clean());
 }
 
 const SEED_MANIFEST: &str = "\
