@@ -241,10 +241,8 @@ fn cost(outcome: &Outcome, currency: Option<&str>) -> Option<CostDelta> {
 /// Every line states facts of the files only, so the same change prints the same lines.
 pub fn human(summary: &ObjectSummary) -> String {
     let t = summary.total;
-    if t.total() == 0 {
-        return "Objects: no changes (the sync applies nothing new)\n".to_owned();
-    }
-    let mut s = format!("Objects: {} to add, {} to change, {} to destroy\n", t.add, t.change, t.destroy);
+    let mut s = format!("Objects: {} to add, {} to change, {} to destroy", t.add, t.change, t.destroy);
+    s.push_str(if t.total() == 0 { " (the sync applies nothing new)\n" } else { "\n" });
     for (kind, c) in &summary.by_kind {
         s.push_str(&format!("  {kind}: +{} ~{} -{}\n", c.add, c.change, c.destroy));
     }
@@ -333,6 +331,7 @@ mod tests {
                 change("nodes/labels/node-labels.yaml", None, Some(node.to_owned())),
                 change("workloads/old.yaml", Some(deployment("old-a", "old", "r/o:1", 2, 0)), None),
                 change("plan.json", Some(plan(10.0)), Some(plan(12.5))),
+                change("nodes/drain/node-labels.yaml", Some(node.replace("gpu-2", "gpu-9")), None),
                 change(
                     "kustomization.yaml",
                     None,
@@ -341,9 +340,14 @@ mod tests {
             ],
         };
         let s = summarise(&outcome, Some("USD"));
-        assert_eq!((s.total.add, s.total.change, s.total.destroy), (1, 0, 1));
+        assert_eq!((s.total.add, s.total.change, s.total.destroy), (1, 0, 2));
         assert_eq!(s.by_kind.keys().collect::<Vec<_>>(), ["Deployment", "Node"], "no Kustomization");
-        assert_eq!(s.disruptions, ["stop: Deployment `old-a` is deleted, its 2 pod(s) stop"]);
+        assert_eq!(s.disruptions[0], "stop: Deployment `old-a` is deleted, its 2 pod(s) stop");
+        assert!(
+            s.disruptions[1].starts_with("keep: node `gpu-9` leaves the bundle; its labels stay"),
+            "{:?}",
+            s.disruptions
+        );
         assert!(human(&s).contains("  cost: 10.00 USD/h → 12.50 USD/h (+2.50 USD/h)\n"), "{}", human(&s));
     }
 }

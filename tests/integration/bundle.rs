@@ -765,3 +765,28 @@ fn every_deployment_carries_shared_memory_a_progress_deadline_and_probes_of_its_
         }
     }
 }
+
+/// Issue 24: a node that leaves the plan leaves Git cleanly. Per Argo CD's documented sync
+/// options, `Prune=false` keeps the live Node when its patch is removed, `Delete=false` keeps it
+/// when the Application is deleted, and the compare option `IgnoreExtraneous` (on the live
+/// object, where the patch put it) keeps the now extraneous Node out of the sync status; per
+/// Flux's kustomize-controller, `kustomize.toolkit.fluxcd.io/prune: disabled` exempts the object
+/// from garbage collection. Neither tool then removes the labels the node still carries.
+#[test]
+fn node_patches_leave_git_without_pruning_or_perpetual_drift() {
+    for f in fx::all() {
+        let docs = documents(&bundle(&f));
+        for node in of_kind(&docs, "Node") {
+            let ann = &node["metadata"]["annotations"];
+            let tokens = |key: &str| -> Vec<String> {
+                ann[key].as_str().unwrap_or_default().split(',').map(|t| t.trim().to_owned()).collect()
+            };
+            let sync = tokens("argocd.argoproj.io/sync-options");
+            for option in ["Prune=false", "Delete=false", "ServerSideApply=true"] {
+                assert!(sync.iter().any(|t| t == option), "{}: {option} in {sync:?}", f.name);
+            }
+            assert_eq!(tokens("argocd.argoproj.io/compare-options"), ["IgnoreExtraneous"], "{}", f.name);
+            assert_eq!(ann["kustomize.toolkit.fluxcd.io/prune"], "disabled", "{}", f.name);
+        }
+    }
+}
