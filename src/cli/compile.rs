@@ -134,7 +134,7 @@ fn verb(kind: ChangeKind) -> &'static str {
 
 /// Reads the committed `plan.json` of the output directory, if there is one. A file that is not
 /// a plan is reported as a warning and the compile plans from scratch.
-fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<crate::day2::PreviousInput>> {
+pub(super) fn read_previous(ctx: &Ctx, out: &Path) -> anyhow::Result<Option<crate::day2::PreviousInput>> {
     let path = out.join(crate::render::paths::PLAN_JSON);
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(m) => m,

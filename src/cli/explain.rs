@@ -17,6 +17,10 @@ pub struct ExplainArgs {
     /// List every alternative a model could have used, not only the closest few.
     #[arg(long)]
     pub all: bool,
+    /// Explain the plan that `compile --out DIR` makes: re-planned over the plan committed in
+    /// DIR (`plan.json`), as on day 2. Without it the plan is made from scratch.
+    #[arg(long, short, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// Alternatives shown per model without `--all`.
@@ -26,7 +30,17 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };
-    let plan = match crate::plan::plan(&spec, &catalog) {
+    let previous = match &args.out {
+        Some(dir) => super::compile::read_previous(ctx, dir)?,
+        None => None,
+    };
+    let planned = match &previous {
+        // The day-2 compile: the plan that `compile --out DIR` writes (templates do not matter).
+        Some(prev) => crate::day2::compile(&spec, &catalog, &crate::render::Templates::builtin(), Some(prev))
+            .map(|c| c.plan),
+        None => crate::plan::plan(&spec, &catalog),
+    };
+    let plan = match planned {
         Ok(plan) => plan,
         Err(diags) => {
             report(ctx, &sources, &diags)?;

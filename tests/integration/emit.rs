@@ -328,3 +328,29 @@ fn diff_summarises_objects_after_an_image_bump_a_new_node_and_from_scratch() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert!(v["summary"]["objects"]["add"].is_u64() && v["summary"]["gpusBefore"].is_null(), "{v}");
 }
+
+/// `explain --out DIR` explains the plan `compile --out DIR` writes: re-planned over the
+/// committed `plan.json`, not from scratch; a committed file that is not a plan is said so.
+#[test]
+fn explain_out_reads_the_committed_plan() {
+    let root = tmp();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mixed-fleet/gpuplan.yaml");
+    let original = fs::read_to_string(example).expect("example");
+    fs::write(root.path().join("gpuplan.yaml"), &original).expect("write");
+    assert_eq!(cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path()).status.code(), Some(0));
+    let edited = original.replacen("replicas: 4", "replicas: 5", 1);
+    assert_ne!(edited, original);
+    fs::write(root.path().join("gpuplan.yaml"), &edited).expect("write");
+    let explained = cli(&["--format", "json", "explain", "gpuplan.yaml", "--out", "out"], root.path());
+    assert_eq!(explained.status.code(), Some(0), "{}", String::from_utf8_lossy(&explained.stderr));
+    let models: serde_json::Value = serde_json::from_slice(&explained.stdout).expect("json");
+    assert_eq!(cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path()).status.code(), Some(0));
+    let plan: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(root.path().join("out/plan.json")).expect("plan"))
+            .expect("json");
+    assert_eq!(models, plan["models"], "explain --out shows the models compile --out wrote");
+    fs::write(root.path().join("out/plan.json"), "[not a plan").expect("write");
+    let o = cli(&["explain", "gpuplan.yaml", "--out", "out"], root.path());
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a gpuplan plan"));
+}
