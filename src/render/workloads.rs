@@ -609,21 +609,12 @@ pub fn strategy(source: &crate::spec::Model, unit: &Unit) -> StrategyView {
     }
 }
 
-/// The view of one Deployment.
-pub fn workload_view(
-    spec: &Spec,
-    plan: &Plan,
-    source: &crate::spec::Model,
+/// Where a Deployment's pods may run: its node (named pools) or its pool and layout with an even
+/// spread (autoscaled pools), and the pool's `nodeSelector`.
+fn placement(
+    pool_spec: Option<&crate::spec::Pool>,
     unit: &Unit,
-    wave: usize,
-) -> WorkloadView {
-    let name = unit.name.clone();
-    let mut labels = model_labels(spec, &source.name);
-    labels.insert("app.kubernetes.io/instance".to_owned(), name.clone());
-    let selector = BTreeMap::from([("app.kubernetes.io/instance".to_owned(), name.clone())]);
-
-    let pool_plan = plan.pools.iter().find(|p| p.name == unit.pool);
-    let pool_spec = spec.pool(&unit.pool);
+) -> (Vec<MatchExpression>, Option<SpreadView>) {
     let mut node_affinity = Vec::new();
     let mut spread = None;
     match &unit.layout {
@@ -663,7 +654,11 @@ pub fn workload_view(
             MatchExpression { key: key.clone(), operator: "In".to_owned(), values: vec![value.clone()] }
         });
     }
+    (node_affinity, spread)
+}
 
+/// The pool's taints, and `nvidia.com/gpu:NoSchedule` (the GPU Operator's usual taint).
+fn tolerations(pool_spec: Option<&crate::spec::Pool>) -> Vec<TolerationView> {
     let mut tolerations: Vec<TolerationView> = pool_spec
         .map(|p| {
             p.taints
@@ -685,6 +680,26 @@ pub fn workload_view(
             effect: "NoSchedule".to_owned(),
         });
     }
+    tolerations
+}
+
+/// The view of one Deployment.
+pub fn workload_view(
+    spec: &Spec,
+    plan: &Plan,
+    source: &crate::spec::Model,
+    unit: &Unit,
+    wave: usize,
+) -> WorkloadView {
+    let name = unit.name.clone();
+    let mut labels = model_labels(spec, &source.name);
+    labels.insert("app.kubernetes.io/instance".to_owned(), name.clone());
+    let selector = BTreeMap::from([("app.kubernetes.io/instance".to_owned(), name.clone())]);
+
+    let pool_plan = plan.pools.iter().find(|p| p.name == unit.pool);
+    let pool_spec = spec.pool(&unit.pool);
+    let (node_affinity, spread) = placement(pool_spec, unit);
+    let tolerations = tolerations(pool_spec);
 
     let d = &source.deployment;
     let mut env: Vec<EnvView> = source
