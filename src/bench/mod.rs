@@ -218,6 +218,7 @@ pub fn spec_with(name: &str, pools: Vec<Pool>, models: Vec<Model>, policy: Polic
             flux: None,
             namespaces: true,
         },
+        currency: None,
     };
     Spec::from_parts(name, cluster, pools, models, policy, ChangePolicy::default())
 }

@@ -85,6 +85,7 @@ pub fn run_mode(
 ) -> anyhow::Result<ExitStatus> {
     let out = args.out.as_path();
     let templates = load_templates(args.templates.as_deref())?;
+    super::diff::warn_unfit_templates(ctx, &templates)?;
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };
@@ -111,11 +112,13 @@ pub fn run_mode(
     };
     report_advance(ctx, &sources, mode, &compiled.advanced)?;
     let mut outcome = emit::emit(&compiled.bundle, out, mode)?;
+    let objects = emit::summary::summarise(&outcome, spec.cluster.currency.as_deref());
     if kubernetes_only {
         outcome.changes.retain(|c| c.path.ends_with(".yaml") || c.path.ends_with(".yml"));
     }
     print_summary(ctx, mode, compiled.changes.as_ref())?;
-    print_outcome(ctx, out, mode, &outcome, compiled.changes.as_ref())?;
+    super::diff::print_objects(ctx, mode, &objects)?;
+    print_outcome(ctx, out, mode, &outcome, (compiled.changes.as_ref(), &objects))?;
     if mode == Mode::Write && ctx.format == Format::Human {
         let plan = &compiled.plan;
         ctx.status(&plan.quality.summary(plan.drains()))?;
@@ -152,7 +155,7 @@ fn verb(kind: ChangeKind) -> &'static str {
 /// Reads the committed `plan.json` of the output directory, if there is one. A file that is not
 /// a plan of this manifest (a merge conflict, another manifest's plan, not a regular file) is
 /// refused with `previous-plan-unreadable`: nothing is written.
-fn read_previous(
+pub(super) fn read_previous(
     sources: &mut Sources,
     out: &Path,
     spec_name: &str,
@@ -320,7 +323,7 @@ fn print_outcome(
     out: &Path,
     mode: Mode,
     outcome: &Outcome,
-    plan_changes: Option<&Changes>,
+    (plan_changes, objects): (Option<&Changes>, &emit::summary::ObjectSummary),
 ) -> anyhow::Result<()> {
     if ctx.format == Format::Json {
         let changes: Vec<serde_json::Value> = outcome
@@ -340,8 +343,8 @@ fn print_outcome(
             "changes": changes,
         });
         if mode == Mode::Diff {
-            // The semantic diff (null on a first compile): fit for a pull-request comment.
-            doc["summary"] = serde_json::to_value(plan_changes)?;
+            // The semantic diff, fit for a pull-request comment (docs/ci.md).
+            doc["summary"] = super::diff::summary_json(serde_json::to_value(plan_changes)?, objects)?;
         }
         return ctx.json(&doc);
     }

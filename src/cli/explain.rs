@@ -17,6 +17,10 @@ pub struct ExplainArgs {
     /// List every alternative a model could have used, not only the closest few.
     #[arg(long)]
     pub all: bool,
+    /// Explain the plan that `compile --out DIR` makes: re-planned over the plan committed in
+    /// DIR (`plan.json`), as on day 2. Without it the plan is made from scratch.
+    #[arg(long, short, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// Alternatives shown per model without `--all`.
@@ -26,7 +30,24 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };
-    let plan = match crate::pipeline::plan(&spec, &catalog) {
+    let mut sources = sources;
+    let previous = match &args.out {
+        Some(dir) => match super::compile::read_previous(&mut sources, dir, &spec.name)? {
+            Ok(p) => p,
+            Err(d) => return super::compile::refused(ctx, &sources, crate::pipeline::Failure::Refused(d)),
+        },
+        None => None,
+    };
+    let planned = match &previous {
+        // The day-2 compile: the plan that `compile --out DIR` writes (templates do not matter).
+        Some(prev) => {
+            let over = crate::pipeline::Over { previous: Some(prev), from_scratch: false, observed: None };
+            crate::pipeline::compile(&spec, &catalog, &crate::render::Templates::builtin(), over)
+                .map(|c| c.plan)
+        }
+        None => crate::pipeline::plan(&spec, &catalog),
+    };
+    let plan = match planned {
         Ok(plan) => plan,
         Err(failure) => return super::compile::refused(ctx, &sources, failure),
     };
@@ -43,41 +64,7 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
         Format::Human => {
             let mut text = String::new();
             if args.model.is_none() {
-                let q = &plan.quality;
-                text.push_str(&format!(
-                    "plan `{}`: {} GPU(s) used; lower bound {} (valid for every plan), {} (the planner's model); first-fit-decreasing {}; one GPU per replica {}\n",
-                    plan.name,
-                    q.gpus_used,
-                    q.lower_bound,
-                    q.model_lower_bound,
-                    q.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
-                    q.one_gpu_per_replica
-                ));
-                if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour) {
-                    text.push_str(&format!(
-                        "  cost ${cost:.2}/h (minimised); lower bound ${bound:.2}/h (valid for every plan), {} (the planner's model); first-fit-decreasing {}\n",
-                        q.model_cost_lower_bound_per_hour.map_or_else(|| "none".to_owned(), |b| format!("${b:.2}/h")),
-                        q.first_fit_decreasing_cost_per_hour
-                            .map_or_else(|| "found no plan".to_owned(), |f| format!("${f:.2}/h"))
-                    ));
-                }
-                text.push_str(&format!("  {}\n", q.verdict()));
-                for pool in &plan.pools {
-                    for node in pool.nodes.iter().filter(|n| n.gpus.iter().any(|g| g.mode != GpuMode::Unused))
-                    {
-                        text.push_str(&format!(
-                            "  node {} (pool `{}`): mig config `{}`, device-plugin config `{}`{}\n",
-                            node.name,
-                            pool.name,
-                            node.mig_config,
-                            node.device_plugin_config,
-                            if node.must_drain { ", must be drained" } else { "" }
-                        ));
-                        for gpu in &node.gpus {
-                            text.push_str(&format!("    GPU {}: {}\n", gpu.index, describe_gpu(gpu)));
-                        }
-                    }
-                }
+                text.push_str(&plan_header(&plan));
             }
             for model in models {
                 text.push_str(&format!("{}\n", model.name));
@@ -113,6 +100,46 @@ pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// The plan's quality and every used node's GPUs (the part of `explain` without `--model`).
+fn plan_header(plan: &crate::plan::Plan) -> String {
+    let mut text = String::new();
+    let q = &plan.quality;
+    text.push_str(&format!(
+        "plan `{}`: {} GPU(s) used; lower bound {} (valid for every plan), {} (the planner's model); first-fit-decreasing {}; one GPU per replica {}\n",
+        plan.name,
+        q.gpus_used,
+        q.lower_bound,
+        q.model_lower_bound,
+        q.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
+        q.one_gpu_per_replica
+    ));
+    if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour) {
+        text.push_str(&format!(
+            "  cost ${cost:.2}/h (minimised); lower bound ${bound:.2}/h (valid for every plan), {} (the planner's model); first-fit-decreasing {}\n",
+            q.model_cost_lower_bound_per_hour.map_or_else(|| "none".to_owned(), |b| format!("${b:.2}/h")),
+            q.first_fit_decreasing_cost_per_hour
+                .map_or_else(|| "found no plan".to_owned(), |f| format!("${f:.2}/h"))
+        ));
+    }
+    text.push_str(&format!("  {}\n", q.verdict()));
+    for pool in &plan.pools {
+        for node in pool.nodes.iter().filter(|n| n.gpus.iter().any(|g| g.mode != GpuMode::Unused)) {
+            text.push_str(&format!(
+                "  node {} (pool `{}`): mig config `{}`, device-plugin config `{}`{}\n",
+                node.name,
+                pool.name,
+                node.mig_config,
+                node.device_plugin_config,
+                if node.must_drain { ", must be drained" } else { "" }
+            ));
+            for gpu in &node.gpus {
+                text.push_str(&format!("    GPU {}: {}\n", gpu.index, describe_gpu(gpu)));
+            }
+        }
+    }
+    text
 }
 
 /// One line per GPU: its mode and who runs where.

@@ -116,6 +116,12 @@ codes! {
     MISSING_MEASUREMENTS = "missing-measurements";
     /// A current layout names a node that the pool does not have.
     UNKNOWN_NODE = "unknown-node";
+    /// A model with a Service but no readiness probe (a non-NIM image that declares none).
+    NO_READINESS_PROBE = "no-readiness-probe";
+    /// A model cache that is an `emptyDir` without `sizeLimit` (no ephemeral storage requested).
+    CACHE_WITHOUT_SIZE = "cache-without-size";
+    /// A memory limit the manifest gave that cannot hold the memory request and `/dev/shm`.
+    MEMORY_LIMIT_TIGHT = "memory-limit-tight";
     // --- planner ---------------------------------------------------------------------------
     /// The model's isolation policy rules out every device that would fit it.
     ISOLATION_UNSATISFIABLE = "isolation-unsatisfiable";

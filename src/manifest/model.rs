@@ -131,6 +131,9 @@ pub struct Cluster {
     pub time_slicing: Option<TimeSlicing>,
     /// Which artefacts the bundle contains.
     pub output: Option<Output>,
+    /// ISO 4217 code of the pools' `costPerGpuHour` (`USD`, `EUR`), printed with every cost.
+    #[schemars(extend("pattern" = "^[A-Z]{3}$"))]
+    pub currency: Option<Sp<String>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -587,6 +590,35 @@ pub struct DeploymentSettings {
     /// The model's PodDisruptionBudget (one over all its pods, written when it has more than one
     /// replica). Default `maxUnavailable: 1`.
     pub disruption_budget: Option<DisruptionBudget>,
+    /// Size of the memory-backed `/dev/shm` (counted in the memory limit); `"0"` mounts none.
+    /// Default `16Gi` for NIM images (`nvcr.io/nim/`), else `1Gi`.
+    #[schemars(schema_with = "quantity_schema", default)]
+    pub shared_memory: Option<Sp<String>>,
+    /// The pod's user, group and volume group. Default for NIM images: 1000 for all three (the
+    /// NIM Helm chart's); else the image's user and no `fsGroup`.
+    pub security_context: Option<PodSecurity>,
+    /// Seconds a stopping pod has to finish its requests (streamed responses). Default `120`.
+    #[schemars(range(min = 0, max = 3600))]
+    pub termination_grace_period_seconds: Option<Sp<i128>>,
+    /// An existing PriorityClass for the pods (a prerequisite; not the planner's `priority`).
+    pub priority_class_name: Option<Sp<String>>,
+    #[schemars(skip)]
+    pub span: Option<Span>,
+}
+
+/// The pod's identity: user, group and the group that owns its volumes.
+#[derive(Clone, Debug, Default, JsonSchema)]
+#[schemars(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSecurity {
+    /// User id of the container processes (not 0: pods run as non-root).
+    #[schemars(range(min = 1, max = 2147483647))]
+    pub run_as_user: Option<Sp<i128>>,
+    /// Primary group id of the container processes.
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub run_as_group: Option<Sp<i128>>,
+    /// Group that owns mounted volumes, so a claim is writable without a pre-chown.
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub fs_group: Option<Sp<i128>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -659,7 +691,7 @@ pub struct ValueFrom {
 }
 
 /// A volume for model weights, mounted at `mountPath`: a PersistentVolumeClaim when
-/// `claimName` is given, else an `emptyDir`.
+/// `claimName` is given, a node directory with `hostPath`, else an `emptyDir`.
 #[derive(Clone, Debug, JsonSchema)]
 #[schemars(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelCache {
@@ -670,6 +702,9 @@ pub struct ModelCache {
     /// Size limit of the `emptyDir`, as a Kubernetes quantity (`100Gi`).
     #[schemars(schema_with = "quantity_schema", default)]
     pub size_limit: Option<Sp<String>>,
+    /// A directory on the node (`hostPath`), kept across restarts of the node's pods. Give
+    /// either `claimName` or `hostPath`, or neither (an `emptyDir`).
+    pub host_path: Option<Sp<String>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }

@@ -35,7 +35,7 @@ pub const MANIFEST_FIELDS: &[&str] = &[
 ];
 pub const METADATA_FIELDS: &[&str] = &["name"];
 pub const CLUSTER_FIELDS: &[&str] =
-    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
+    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output", "currency"];
 pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
 pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
@@ -67,7 +67,12 @@ pub const DEPLOYMENT_FIELDS: &[&str] = &[
     "modelCache",
     "strategy",
     "disruptionBudget",
+    "sharedMemory",
+    "securityContext",
+    "terminationGracePeriodSeconds",
+    "priorityClassName",
 ];
+pub const POD_SECURITY_FIELDS: &[&str] = &["runAsUser", "runAsGroup", "fsGroup"];
 pub const RESOURCES_FIELDS: &[&str] = &["requests", "limits"];
 pub const PROBES_FIELDS: &[&str] = &["readiness", "liveness", "startup"];
 pub const PROBE_FIELDS: &[&str] = &[
@@ -80,7 +85,7 @@ pub const PROBE_FIELDS: &[&str] = &[
     "failureThreshold",
 ];
 pub const VALUE_FROM_FIELDS: &[&str] = &["secret", "configMap", "key", "optional"];
-pub const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit"];
+pub const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit", "hostPath"];
 pub const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
 pub const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
 pub const POLICY_FIELDS: &[&str] =
@@ -488,6 +493,7 @@ impl Reader {
                 })
             }),
             output: self.opt(&o, "output", |r, n| r.output(n)),
+            currency: self.opt(&o, "currency", |r, n| r.string(n)),
             span: self.doc_span(node),
         })
     }
@@ -735,7 +741,14 @@ impl Reader {
             let mount_path = r.req(&o, "mountPath", |r, n| r.string(n));
             let claim_name = r.opt(&o, "claimName", |r, n| r.string(n));
             let size_limit = r.opt(&o, "sizeLimit", |r, n| r.int_or_string(n));
-            Some(ModelCache { mount_path: mount_path?, claim_name, size_limit, span: r.doc_span(n) })
+            let host_path = r.opt(&o, "hostPath", |r, n| r.string(n));
+            Some(ModelCache {
+                mount_path: mount_path?,
+                claim_name,
+                size_limit,
+                host_path,
+                span: r.doc_span(n),
+            })
         });
         let strategy = self.opt(&o, "strategy", |r, n| {
             let o = r.object(n, "`strategy`", STRATEGY_FIELDS)?;
@@ -749,6 +762,16 @@ impl Reader {
             let min_available = r.opt(&o, "minAvailable", |r, n| r.int_or_string(n));
             Some(DisruptionBudget { max_unavailable, min_available, span: r.doc_span(n) })
         });
+        let shared_memory = self.opt(&o, "sharedMemory", |r, n| r.int_or_string(n));
+        let security_context = self.opt(&o, "securityContext", |r, n| {
+            let o = r.object(n, "`securityContext`", POD_SECURITY_FIELDS)?;
+            let run_as_user = r.opt(&o, "runAsUser", |r, n| r.int(n));
+            let run_as_group = r.opt(&o, "runAsGroup", |r, n| r.int(n));
+            let fs_group = r.opt(&o, "fsGroup", |r, n| r.int(n));
+            Some(PodSecurity { run_as_user, run_as_group, fs_group, span: r.doc_span(n) })
+        });
+        let termination_grace_period_seconds = self.opt(&o, "terminationGracePeriodSeconds", |r, n| r.int(n));
+        let priority_class_name = self.opt(&o, "priorityClassName", |r, n| r.string(n));
         Some(DeploymentSettings {
             resources,
             probes,
@@ -758,6 +781,10 @@ impl Reader {
             model_cache,
             strategy,
             disruption_budget,
+            shared_memory,
+            security_context,
+            termination_grace_period_seconds,
+            priority_class_name,
             span: self.doc_span(node),
         })
     }
@@ -914,6 +941,7 @@ mod tests {
             ("Probe", PROBE_FIELDS),
             ("ValueFrom", VALUE_FROM_FIELDS),
             ("ModelCache", MODEL_CACHE_FIELDS),
+            ("PodSecurity", POD_SECURITY_FIELDS),
             ("Strategy", STRATEGY_FIELDS),
             ("DisruptionBudget", BUDGET_FIELDS),
         ] {

@@ -170,6 +170,9 @@ pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diag
                     "argocd.argoproj.io/sync-options".to_owned(),
                     "ServerSideApply=true,Prune=false,Delete=false".to_owned(),
                 ),
+                // Stays on the live Node when its patch leaves Git: Argo CD then ignores the
+                // extraneous Node instead of reporting the app OutOfSync forever (issue 24).
+                ("argocd.argoproj.io/compare-options".to_owned(), "IgnoreExtraneous".to_owned()),
                 ("kustomize.toolkit.fluxcd.io/prune".to_owned(), "disabled".to_owned()),
             ]);
             if node.must_drain {

@@ -25,7 +25,7 @@ use super::objects::{LAYOUT_LABEL, POOL_LABEL, SYNC_WAVE};
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::{ModelPlan, Plan};
 use crate::spec::Spec;
-use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, Probe, ValueFrom};
+use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, PodSecurity, Probe, ValueFrom};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -38,6 +38,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Templates {
     sources: BTreeMap<String, String>,
+    /// The names the user replaced.
+    replaced: std::collections::BTreeSet<String>,
 }
 
 impl Default for Templates {
@@ -49,7 +51,10 @@ impl Default for Templates {
 impl Templates {
     /// The templates embedded in the binary.
     pub fn builtin() -> Self {
-        Self { sources: BUILTIN.iter().map(|(n, s)| ((*n).to_owned(), (*s).to_owned())).collect() }
+        Self {
+            sources: BUILTIN.iter().map(|(n, s)| ((*n).to_owned(), (*s).to_owned())).collect(),
+            replaced: std::collections::BTreeSet::new(),
+        }
     }
 
     /// Replaces the built-in template `name`. Unknown names are refused (a typo would otherwise
@@ -58,6 +63,7 @@ impl Templates {
         match self.sources.get_mut(name) {
             Some(slot) => {
                 *slot = source;
+                self.replaced.insert(name.to_owned());
                 Ok(())
             }
             None => Err(format!(
@@ -69,6 +75,31 @@ impl Templates {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.sources.keys().map(String::as_str)
+    }
+
+    /// For each template the user replaced, the names of its view that the built-in template
+    /// reads and it does not (sorted): a template written for an older view silently drops what
+    /// gpuplan renders since, such as `shared_memory` or `progress_deadline_seconds`. A template
+    /// that does not parse is left to the render, which reports it.
+    pub fn unused_view_fields(&self) -> Vec<(String, Vec<String>)> {
+        let reads = |name: &str, source: &str| {
+            let mut env = Environment::new();
+            env.add_template_owned(name.to_owned(), source.to_owned()).ok()?;
+            let vars = env.get_template(name).ok()?.undeclared_variables(false);
+            Some(vars.into_iter().collect::<std::collections::BTreeSet<String>>())
+        };
+        let mut out = Vec::new();
+        for name in &self.replaced {
+            let builtin = BUILTIN.iter().find(|(n, _)| n == name).and_then(|(n, s)| reads(n, s));
+            let user = self.sources.get(name).and_then(|s| reads(name, s));
+            if let (Some(builtin), Some(user)) = (builtin, user) {
+                let unused: Vec<String> = builtin.difference(&user).cloned().collect();
+                if !unused.is_empty() {
+                    out.push((name.clone(), unused));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -112,6 +143,14 @@ pub struct WorkloadView {
     pub image_pull_secrets: Vec<String>,
     pub service_account_name: Option<String>,
     pub model_cache: Option<ModelCache>,
+    /// Size of the memory-backed `/dev/shm` volume (`None`: not mounted).
+    pub shared_memory: Option<String>,
+    /// The pod's `runAsUser`, `runAsGroup` and `fsGroup` (`run_as_user`, …; each may be none).
+    pub security: PodSecurity,
+    pub termination_grace_period_seconds: u32,
+    pub priority_class_name: Option<String>,
+    /// At least the startup probe's allowance plus an image pull (`docs/bundle.md`, "Every pod").
+    pub progress_deadline_seconds: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -570,21 +609,12 @@ pub fn strategy(source: &crate::spec::Model, unit: &Unit) -> StrategyView {
     }
 }
 
-/// The view of one Deployment.
-pub fn workload_view(
-    spec: &Spec,
-    plan: &Plan,
-    source: &crate::spec::Model,
+/// Where a Deployment's pods may run: its node (named pools) or its pool and layout with an even
+/// spread (autoscaled pools), and the pool's `nodeSelector`.
+fn placement(
+    pool_spec: Option<&crate::spec::Pool>,
     unit: &Unit,
-    wave: usize,
-) -> WorkloadView {
-    let name = unit.name.clone();
-    let mut labels = model_labels(spec, &source.name);
-    labels.insert("app.kubernetes.io/instance".to_owned(), name.clone());
-    let selector = BTreeMap::from([("app.kubernetes.io/instance".to_owned(), name.clone())]);
-
-    let pool_plan = plan.pools.iter().find(|p| p.name == unit.pool);
-    let pool_spec = spec.pool(&unit.pool);
+) -> (Vec<MatchExpression>, Option<SpreadView>) {
     let mut node_affinity = Vec::new();
     let mut spread = None;
     match &unit.layout {
@@ -624,7 +654,11 @@ pub fn workload_view(
             MatchExpression { key: key.clone(), operator: "In".to_owned(), values: vec![value.clone()] }
         });
     }
+    (node_affinity, spread)
+}
 
+/// The pool's taints, and `nvidia.com/gpu:NoSchedule` (the GPU Operator's usual taint).
+fn tolerations(pool_spec: Option<&crate::spec::Pool>) -> Vec<TolerationView> {
     let mut tolerations: Vec<TolerationView> = pool_spec
         .map(|p| {
             p.taints
@@ -646,6 +680,26 @@ pub fn workload_view(
             effect: "NoSchedule".to_owned(),
         });
     }
+    tolerations
+}
+
+/// The view of one Deployment.
+pub fn workload_view(
+    spec: &Spec,
+    plan: &Plan,
+    source: &crate::spec::Model,
+    unit: &Unit,
+    wave: usize,
+) -> WorkloadView {
+    let name = unit.name.clone();
+    let mut labels = model_labels(spec, &source.name);
+    labels.insert("app.kubernetes.io/instance".to_owned(), name.clone());
+    let selector = BTreeMap::from([("app.kubernetes.io/instance".to_owned(), name.clone())]);
+
+    let pool_plan = plan.pools.iter().find(|p| p.name == unit.pool);
+    let pool_spec = spec.pool(&unit.pool);
+    let (node_affinity, spread) = placement(pool_spec, unit);
+    let tolerations = tolerations(pool_spec);
 
     let d = &source.deployment;
     let mut env: Vec<EnvView> = source
@@ -670,6 +724,8 @@ pub fn workload_view(
     // A Deployment without probes says why, for scanners (checkov reads these annotations).
     let why = if source.ports.is_empty() {
         "the model has no port to probe"
+    } else if !d.nim {
+        "the manifest declares no such probe for this image (not an NVIDIA NIM)"
     } else {
         "probes are disabled in the manifest"
     };
@@ -712,12 +768,17 @@ pub fn workload_view(
         image_pull_secrets: d.image_pull_secrets.clone(),
         service_account_name: d.service_account_name.clone(),
         model_cache: d.model_cache.clone(),
+        shared_memory: d.shared_memory.clone(),
+        security: d.security.clone(),
+        termination_grace_period_seconds: d.termination_grace_period_seconds,
+        priority_class_name: d.priority_class_name.clone(),
+        progress_deadline_seconds: d.progress_deadline_seconds(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{BUILTIN, Templates, yaml_escape};
 
     #[test]
     fn escaped_strings_stay_on_one_line_and_quote_everything() {
@@ -741,5 +802,19 @@ mod tests {
         let mut t = Templates::builtin();
         assert!(t.replace("deploymnet.yaml.j2", String::new()).is_err());
         assert!(t.replace("deployment.yaml.j2", String::new()).is_ok());
+    }
+
+    #[test]
+    fn built_in_templates_read_their_whole_view() {
+        let mut t = Templates::builtin();
+        for (name, source) in BUILTIN {
+            t.replace(name, (*source).to_owned()).expect("a built-in name");
+        }
+        assert_eq!(t.unused_view_fields(), Vec::<(String, Vec<String>)>::new());
+        t.replace("service.yaml.j2", "apiVersion: v1\nkind: Service\nmetadata: {name: {{ name }}}\n".into())
+            .expect("a built-in name");
+        let unused = t.unused_view_fields();
+        let expected = ["labels", "namespace", "ports", "selector"].map(str::to_owned).to_vec();
+        assert_eq!(unused, vec![("service.yaml.j2".to_owned(), expected)]);
     }
 }

@@ -55,6 +55,8 @@ pub struct Cluster {
     pub mig_strategy: MigStrategy,
     pub time_slicing: TimeSlicingOptions,
     pub output: OutputOptions,
+    /// ISO 4217 code of the costs, when the manifest gives one.
+    pub currency: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

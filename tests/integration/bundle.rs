@@ -705,3 +705,88 @@ fn names_survive_replica_changes() {
     let text = bundle(&after).files["workloads/parakeet-asr.yaml"].clone();
     assert!(text.contains("replicas: 1") && !text.contains("kind: PodDisruptionBudget"), "{text}");
 }
+
+/// A Kubernetes memory quantity in MiB (the units the bundle writes).
+fn mib(q: &str) -> f64 {
+    let (n, unit) = q.split_at(q.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(q.len()));
+    let n: f64 = n.parse().unwrap_or_else(|_| panic!("`{q}` is a quantity"));
+    n * match unit {
+        "Mi" => 1.0,
+        "Gi" => 1024.0,
+        "Ti" => 1024.0 * 1024.0,
+        other => panic!("unit `{other}` of `{q}`"),
+    }
+}
+
+/// Issue 24: what a platform team expects on every Deployment of every example and fixture.
+#[test]
+fn every_deployment_carries_shared_memory_a_progress_deadline_and_probes_of_its_image_family() {
+    for f in fx::all() {
+        let docs = documents(&bundle(&f));
+        for d in of_kind(&docs, "Deployment") {
+            let name = format!("{}: {}", f.name, d["metadata"]["name"]);
+            let pod = &d["spec"]["template"]["spec"];
+            let c = &pod["containers"][0];
+            let volumes = pod["volumes"].as_array().cloned().unwrap_or_default();
+            let volume = |n: &str| volumes.iter().find(|v| v["name"] == n).cloned();
+            let shm = volume("dshm").unwrap_or_else(|| panic!("{name}: no /dev/shm"));
+            assert_eq!(shm["emptyDir"]["medium"], "Memory", "{name}");
+            let mounts = c["volumeMounts"].as_array().cloned().unwrap_or_default();
+            assert!(mounts.iter().any(|m| m["name"] == "dshm" && m["mountPath"] == "/dev/shm"), "{name}");
+            // /dev/shm counts in the memory limit.
+            let shm_mib = mib(shm["emptyDir"]["sizeLimit"].as_str().expect("sized"));
+            let request = mib(c["resources"]["requests"]["memory"].as_str().expect("memory request"));
+            let limit = mib(c["resources"]["limits"]["memory"].as_str().expect("memory limit"));
+            assert!(limit >= request + shm_mib, "{name}: limit {limit} < {request} + {shm_mib}");
+            // The rollout deadline covers the startup probe's whole allowance.
+            let deadline = d["spec"]["progressDeadlineSeconds"].as_u64().expect("a progress deadline");
+            let s = &c["startupProbe"];
+            let allowance = s["initialDelaySeconds"].as_u64().unwrap_or(0)
+                + s["periodSeconds"].as_u64().unwrap_or(0) * s["failureThreshold"].as_u64().unwrap_or(0);
+            assert!(deadline >= allowance.max(600), "{name}: {deadline} < {allowance}");
+            // An emptyDir cache is requested as ephemeral storage.
+            if let Some(size) =
+                volume("model-cache").and_then(|v| v["emptyDir"]["sizeLimit"].as_str().map(str::to_owned))
+            {
+                assert_eq!(c["resources"]["requests"]["ephemeral-storage"], size.as_str(), "{name}");
+            }
+            // NIM endpoints only on NIM images.
+            let nim = c["image"].as_str().expect("image").starts_with("nvcr.io/nim/");
+            for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+                let path = c[probe]["httpGet"]["path"].as_str().unwrap_or_default();
+                assert!(nim || !path.starts_with("/v1/health/"), "{name}: NIM {probe} on a non-NIM image");
+            }
+            // Hand-built fixtures carry the built-in defaults of a non-NIM image; examples go
+            // through the manifest's checks.
+            if nim && f.name.starts_with("example-") {
+                assert_eq!(pod["securityContext"]["fsGroup"], 1000, "{name}");
+            }
+            assert!(pod["terminationGracePeriodSeconds"].as_u64().is_some_and(|s| s > 30), "{name}");
+        }
+    }
+}
+
+/// Issue 24: a node that leaves the plan leaves Git cleanly. Per Argo CD's documented sync
+/// options, `Prune=false` keeps the live Node when its patch is removed, `Delete=false` keeps it
+/// when the Application is deleted, and the compare option `IgnoreExtraneous` (on the live
+/// object, where the patch put it) keeps the now extraneous Node out of the sync status; per
+/// Flux's kustomize-controller, `kustomize.toolkit.fluxcd.io/prune: disabled` exempts the object
+/// from garbage collection. Neither tool then removes the labels the node still carries.
+#[test]
+fn node_patches_leave_git_without_pruning_or_perpetual_drift() {
+    for f in fx::all() {
+        let docs = documents(&bundle(&f));
+        for node in of_kind(&docs, "Node") {
+            let ann = &node["metadata"]["annotations"];
+            let tokens = |key: &str| -> Vec<String> {
+                ann[key].as_str().unwrap_or_default().split(',').map(|t| t.trim().to_owned()).collect()
+            };
+            let sync = tokens("argocd.argoproj.io/sync-options");
+            for option in ["Prune=false", "Delete=false", "ServerSideApply=true"] {
+                assert!(sync.iter().any(|t| t == option), "{}: {option} in {sync:?}", f.name);
+            }
+            assert_eq!(tokens("argocd.argoproj.io/compare-options"), ["IgnoreExtraneous"], "{}", f.name);
+            assert_eq!(ann["kustomize.toolkit.fluxcd.io/prune"], "disabled", "{}", f.name);
+        }
+    }
+}

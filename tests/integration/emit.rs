@@ -167,11 +167,35 @@ fn symbolic_links_inside_the_directory_are_not_followed() {
 }
 
 #[test]
-fn an_empty_bundle_only_writes_the_index() {
+fn an_empty_bundle_only_writes_the_index_and_the_git_attributes() {
     let root = tmp();
     let out = root.path().join("out");
     emit(&Bundle::default(), &out, Mode::Write).expect("writes");
-    assert_eq!(tree(&out).keys().collect::<Vec<_>>(), vec![INDEX]);
+    assert_eq!(tree(&out).keys().collect::<Vec<_>>(), vec![gpuplan::emit::GITATTRIBUTES, INDEX]);
+}
+
+/// Generated files are marked for GitHub and GitLab, and a `.gitattributes` of the user's wins.
+#[test]
+fn generated_files_are_marked_and_a_users_git_attributes_are_left_alone() {
+    let root = tmp();
+    let out = root.path().join("out");
+    emit(&Bundle::default(), &out, Mode::Write).expect("writes");
+    let attributes = fs::read_to_string(out.join(".gitattributes")).expect("written");
+    for path in ["PLAN.md", "plan.json", "plan/*.svg"] {
+        assert!(
+            attributes.contains(&format!("\n{path} linguist-generated=true gitlab-generated=true\n")),
+            "{path}"
+        );
+    }
+    assert!(!attributes.contains(".yaml"), "the Kubernetes YAML is reviewed, not folded");
+    let again = emit(&Bundle::default(), &out, Mode::Check).expect("checks");
+    assert!(again.is_clean(), "{:?}", again.changes);
+    let theirs = root.path().join("theirs");
+    fs::create_dir_all(&theirs).expect("mkdir");
+    fs::write(theirs.join(".gitattributes"), "*.yaml diff\n").expect("write");
+    emit(&Bundle::default(), &theirs, Mode::Write).expect("writes, does not refuse");
+    assert_eq!(fs::read_to_string(theirs.join(".gitattributes")).expect("read"), "*.yaml diff\n");
+    assert!(emit(&Bundle::default(), &theirs, Mode::Check).expect("checks").is_clean());
 }
 
 const SEED_MANIFEST: &str = "\
@@ -245,4 +269,88 @@ fn cli_refuses_an_unknown_template_override() {
     assert_eq!(run.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&run.stderr).contains("`deployment.yaml.j2`"));
     assert!(!root.path().join("out").exists());
+}
+
+/// Issue 24's review: `gpuplan diff` after an image bump, a new node and a `--from-scratch`
+/// recompile each prints the object summary with its counts, and `--format json` has them.
+#[test]
+fn diff_summarises_objects_after_an_image_bump_a_new_node_and_from_scratch() {
+    let root = tmp();
+    let manifest = root.path().join("gpuplan.yaml");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mixed-fleet/gpuplan.yaml");
+    let original = fs::read_to_string(example).expect("example");
+    fs::write(&manifest, &original).expect("write");
+    assert_eq!(cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path()).status.code(), Some(0));
+    let diff = |extra: &[&str]| {
+        let mut args = vec!["diff", "gpuplan.yaml", "--out", "out"];
+        args.extend_from_slice(extra);
+        let o = cli(&args, root.path());
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let counts = |text: &str| -> (u32, u32, u32) {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Objects: "))
+            .unwrap_or_else(|| panic!("no summary:\n{text}"));
+        let n: Vec<u32> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+        (n[0], n[1], n[2])
+    };
+    // An image bump: the model's Deployments change and restart.
+    let bumped = original.replacen("llama-3.2-nv-embedqa-1b-v2:1.5.0", "llama-3.2-nv-embedqa-1b-v2:1.6.0", 1);
+    fs::write(&manifest, &bumped).expect("write");
+    let (code, text) = diff(&[]);
+    assert_eq!(code, Some(1));
+    let (add, change, destroy) = counts(&text);
+    assert!(add == 0 && change >= 1 && destroy == 0, "{text}");
+    assert!(
+        text.contains("  Deployment: +0 ~") && text.contains("! restart: Deployment `embedqa-"),
+        "{text}"
+    );
+    let o = cli(&["--format", "json", "diff", "gpuplan.yaml", "--out", "out"], root.path());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["summary"]["objects"]["change"].as_u64(), Some(u64::from(change)), "{v}");
+    assert!(v["summary"]["objects"]["byKind"]["Deployment"]["change"].as_u64().is_some_and(|n| n >= 1));
+    // A new node: the summary is there, with counts, whatever the plan does with the node.
+    let grown = bumped.replacen(
+        "nodes: [a100-node-1, a100-node-2]",
+        "nodes: [a100-node-1, a100-node-2, a100-node-3]",
+        1,
+    );
+    assert_ne!(grown, bumped);
+    fs::write(&manifest, &grown).expect("write");
+    let (_, text) = diff(&[]);
+    counts(&text);
+    // From scratch: the plan-level summary is absent, the object summary is not.
+    let (_, text) = diff(&["--from-scratch"]);
+    counts(&text);
+    assert!(!text.contains("Plan changes against the committed plan"), "{text}");
+    let o = cli(&["--format", "json", "diff", "gpuplan.yaml", "--out", "out", "--from-scratch"], root.path());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert!(v["summary"]["objects"]["add"].is_u64() && v["summary"]["gpusBefore"].is_null(), "{v}");
+}
+
+/// `explain --out DIR` explains the plan `compile --out DIR` writes: re-planned over the
+/// committed `plan.json`, not from scratch; a committed file that is not a plan is said so.
+#[test]
+fn explain_out_reads_the_committed_plan() {
+    let root = tmp();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mixed-fleet/gpuplan.yaml");
+    let original = fs::read_to_string(example).expect("example");
+    fs::write(root.path().join("gpuplan.yaml"), &original).expect("write");
+    assert_eq!(cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path()).status.code(), Some(0));
+    let edited = original.replacen("replicas: 4", "replicas: 5", 1);
+    assert_ne!(edited, original);
+    fs::write(root.path().join("gpuplan.yaml"), &edited).expect("write");
+    let explained = cli(&["--format", "json", "explain", "gpuplan.yaml", "--out", "out"], root.path());
+    assert_eq!(explained.status.code(), Some(0), "{}", String::from_utf8_lossy(&explained.stderr));
+    let models: serde_json::Value = serde_json::from_slice(&explained.stdout).expect("json");
+    assert_eq!(cli(&["compile", "gpuplan.yaml", "--out", "out"], root.path()).status.code(), Some(0));
+    let plan: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(root.path().join("out/plan.json")).expect("plan"))
+            .expect("json");
+    assert_eq!(models, plan["models"], "explain --out shows the models compile --out wrote");
+    fs::write(root.path().join("out/plan.json"), "[not a plan").expect("write");
+    let o = cli(&["explain", "gpuplan.yaml", "--out", "out"], root.path());
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a gpuplan plan"));
 }

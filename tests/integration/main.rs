@@ -3,6 +3,7 @@
 mod architecture;
 mod bundle;
 mod catalog;
+mod ci;
 mod cli;
 mod day2;
 mod docs;

@@ -318,7 +318,22 @@ impl<'c> Validator<'c> {
                 flux,
                 namespaces: out.namespaces.as_ref().is_none_or(|b| b.value),
             },
+            currency: c.currency.as_ref().map(|cur| self.currency(cur)),
         })
+    }
+
+    /// An ISO 4217 code: three capital letters.
+    fn currency(&mut self, c: &Sp<String>) -> String {
+        if c.value.len() != 3 || !c.value.bytes().all(|b| b.is_ascii_uppercase()) {
+            self.diags.push(error(
+                codes::INVALID_VALUE,
+                &c.span,
+                format!("`{}` is not an ISO 4217 currency code", c.value),
+                "not three capital letters",
+                "write a code such as `USD` or `EUR`",
+            ));
+        }
+        c.value.clone()
     }
 
     fn non_empty(&mut self, s: &Sp<String>, what: &str) -> bool {

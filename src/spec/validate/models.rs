@@ -139,7 +139,7 @@ impl Validator<'_> {
         }
         self.baseline_gpu_unstated(raw, name, latency.as_ref(), gpus, &eligible, pools_complete);
         let (own, default) = (raw.deployment.as_ref(), defaults.deployment.as_ref());
-        let deployment = crate::spec::deployment::validate(&mut self.diags, own, default, &ports);
+        let deployment = crate::spec::deployment::validate(&mut self.diags, own, default, &ports, &raw.image);
         Some(Model {
             name: name.clone(),
             image: raw.image.value.clone(),
