@@ -6,6 +6,8 @@
 //! chain of stages and lives with the others in [`crate::render::pipeline`]
 //! ([`compile`] is [`crate::render::pipeline::plan_and_render_over`]).
 
+pub mod slices;
+
 use crate::catalog::Catalog;
 
 pub use crate::plan::previous::PreviousInput;

@@ -192,6 +192,7 @@ pub fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Vec<String>) -> Po
         node_selector: BTreeMap::new(),
         taints: Vec::new(),
         current: Vec::new(),
+        dra: None,
         span: None,
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use super::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
+use super::words::{Backend, Isolation, MeasuredPoint, MigStrategy, Spread};
 use crate::diagnostics::{FileId, Span};
 
 /// The one `apiVersion` this gpuplan reads.
@@ -131,6 +131,10 @@ pub struct Cluster {
     pub time_slicing: Option<TimeSlicing>,
     /// Which artefacts the bundle contains.
     pub output: Option<Output>,
+    /// How pods get their GPUs: `devicePlugin` (default: extended resources counted per node)
+    /// or `dra` (Kubernetes DRA: each pod's claim selects its planned GPU or MIG instance; named
+    /// pools with GPU UUIDs only, see docs/dra.md). A pool's own `backend` wins.
+    pub backend: Option<Sp<Backend>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -237,6 +241,10 @@ pub struct Pool {
     pub cost_per_gpu_hour: Option<Sp<f64>>,
     /// The layout the pool runs today, per node, so that re-planning can avoid draining nodes.
     pub current: Option<Vec<CurrentNode>>,
+    /// How pods get this pool's GPUs: `devicePlugin` or `dra`. Default `cluster.backend`.
+    /// A `dra` pool needs named nodes and every GPU's UUID (`current[].uuids`, written by
+    /// `gpuplan current import --resource-slices`).
+    pub backend: Option<Sp<Backend>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -287,6 +295,10 @@ pub struct CurrentNode {
     /// Per GPU, the MIG profiles it is cut into (NVML names such as `3g.40gb`); an empty list is
     /// a GPU with MIG disabled.
     pub gpus: Vec<Vec<Sp<String>>>,
+    /// The node's GPU UUIDs by index (`GPU-…`, as NVML and the DRA driver's ResourceSlices
+    /// report them), for pools on the `dra` backend. `gpuplan current import
+    /// --resource-slices` writes them.
+    pub uuids: Option<Vec<Sp<String>>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }

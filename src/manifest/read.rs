@@ -43,6 +43,14 @@ impl Keyword for crate::manifest::words::ChangeMode {
     ];
 }
 
+impl Keyword for crate::manifest::words::Backend {
+    const WHAT: &'static str = "backend";
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("devicePlugin", crate::manifest::words::Backend::DevicePlugin),
+        ("dra", crate::manifest::words::Backend::Dra),
+    ];
+}
+
 impl Keyword for MigStrategy {
     const WHAT: &'static str = "MIG strategy";
     const ALL: &'static [(&'static str, Self)] =
@@ -71,17 +79,27 @@ pub const MANIFEST_FIELDS: &[&str] = &[
 ];
 pub const METADATA_FIELDS: &[&str] = &["name"];
 pub const CLUSTER_FIELDS: &[&str] =
-    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
+    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output", "backend"];
 pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
 pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
 pub const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
 pub const INVENTORY_FIELDS: &[&str] = &["pools"];
-pub const POOL_FIELDS: &[&str] =
-    &["name", "gpu", "gpusPerNode", "nodes", "count", "nodeSelector", "taints", "costPerGpuHour", "current"];
+pub const POOL_FIELDS: &[&str] = &[
+    "name",
+    "gpu",
+    "gpusPerNode",
+    "nodes",
+    "count",
+    "nodeSelector",
+    "taints",
+    "costPerGpuHour",
+    "current",
+    "backend",
+];
 pub const COUNT_FIELDS: &[&str] = &["min", "max"];
 pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
-pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
+pub const CURRENT_FIELDS: &[&str] = &["node", "gpus", "uuids"];
 pub const DEFAULTS_FIELDS: &[&str] =
     &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env", "deployment"];
 pub const DEPLOYMENT_FIELDS: &[&str] = &[
@@ -513,6 +531,7 @@ impl Reader {
                 })
             }),
             output: self.opt(&o, "output", |r, n| r.output(n)),
+            backend: self.opt(&o, "backend", |r, n| r.keyword(n)),
             span: self.doc_span(node),
         })
     }
@@ -573,7 +592,8 @@ impl Reader {
                 let o = r.object(n, "a current node", CURRENT_FIELDS)?;
                 let node_name = r.req(&o, "node", |r, n| r.string(n));
                 let gpus = r.req(&o, "gpus", |r, n| r.list(n, "GPUs", |r, n| r.strings(n, "MIG profiles")));
-                Some(CurrentNode { node: node_name?, gpus: gpus?, span: r.doc_span(n) })
+                let uuids = r.opt(&o, "uuids", |r, n| r.strings(n, "GPU UUIDs"));
+                Some(CurrentNode { node: node_name?, gpus: gpus?, uuids, span: r.doc_span(n) })
             })
         });
         Some(Pool {
@@ -586,6 +606,7 @@ impl Reader {
             taints,
             cost_per_gpu_hour,
             current,
+            backend: self.opt(&o, "backend", |r, n| r.keyword(n)),
             span: self.doc_span(node),
         })
     }

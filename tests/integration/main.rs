@@ -6,6 +6,7 @@ mod catalog;
 mod cli;
 mod day2;
 mod docs;
+mod dra;
 mod emit;
 mod examples;
 mod fixtures_plans;

@@ -23,6 +23,7 @@ fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
         node_selector: BTreeMap::new(),
         taints: Vec::new(),
         current: Vec::new(),
+        dra: None,
         span: None,
     }
 }
@@ -866,6 +867,7 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
         must_drain: false,
         gpus: vec![GpuPlan {
             index: 0,
+            uuid: None,
             mode: GpuMode::TimeSliced { replicas: 2 },
             tenants: vec![
                 Tenant { model: "a".into(), instance_start: None },

@@ -238,6 +238,7 @@ impl Validator<'_> {
                 node_selector,
                 taints,
                 current,
+                dra: None,
                 // The pool's name: what a planner diagnostic about the pool should underline.
                 span: Some(p.name.span.clone()),
             },
