@@ -90,25 +90,21 @@ fn import_slices(
 ) -> anyhow::Result<ExitStatus> {
     let Some(path) = path else { anyhow::bail!("give `--nodes FILE` or `--resource-slices FILE`") };
     let text = read_text(path)?;
-    match crate::day2::slices::import_resource_slices(&text, catalog) {
-        Ok(imported) => {
-            if ctx.format == Format::Json {
-                let v: Vec<serde_json::Value> = imported
-                    .iter()
-                    .map(|n| {
-                        serde_json::json!({"node": n.node, "gpu": n.gpu, "product": n.product,
-                            "gpus": n.gpus, "uuids": n.uuids, "notes": n.notes})
-                    })
-                    .collect();
-                ctx.json(&v)?;
-            } else {
-                ctx.out(&crate::day2::slices::slices_yaml(&imported))?;
-            }
-            Ok(ExitStatus::Success)
-        }
+    let imported = match crate::day2::slices::import_resource_slices(&text, catalog) {
+        Ok(imported) => imported,
         Err(e) => {
             ctx.err(&format!("error: {}: {e}", path.display()))?;
-            Ok(ExitStatus::Problems)
+            return Ok(ExitStatus::Problems);
         }
+    };
+    if ctx.format == Format::Json {
+        let v: Vec<serde_json::Value> = imported
+            .iter()
+            .map(|n| serde_json::json!({"node": n.node, "gpu": n.gpu, "product": n.product, "gpus": n.gpus, "uuids": n.uuids, "notes": n.notes}))
+            .collect();
+        ctx.json(&v)?;
+    } else {
+        ctx.out(&crate::day2::slices::slices_yaml(&imported))?;
     }
+    Ok(ExitStatus::Success)
 }

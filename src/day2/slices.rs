@@ -150,6 +150,24 @@ fn slice_node(
     SliceNode { node, product, gpu, uuids, gpus, notes }
 }
 
+/// The comment lines before a node's `current` entry: a `# GPU <id>` line when the GPU differs
+/// from the previous node's (`last`), then the node's notes.
+pub(crate) fn comments<'n>(
+    s: &mut String,
+    last: &mut Option<&'n Option<String>>,
+    gpu: &'n Option<String>,
+    node: &str,
+    notes: &[String],
+) {
+    if *last != Some(gpu) {
+        s.push_str(&format!("# GPU {}\n", gpu.as_deref().unwrap_or("unknown")));
+        *last = Some(gpu);
+    }
+    for note in notes {
+        s.push_str(&format!("# {node}: {note}\n"));
+    }
+}
+
 /// The nodes as YAML to paste under each pool's `current:`, grouped by GPU.
 pub fn slices_yaml(nodes: &[SliceNode]) -> String {
     let quote = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
@@ -160,13 +178,7 @@ pub fn slices_yaml(nodes: &[SliceNode]) -> String {
     );
     let mut last: Option<&Option<String>> = None;
     for n in nodes {
-        if last != Some(&n.gpu) {
-            s.push_str(&format!("# GPU {}\n", n.gpu.as_deref().unwrap_or("unknown")));
-            last = Some(&n.gpu);
-        }
-        for note in &n.notes {
-            s.push_str(&format!("# {}: {note}\n", n.node));
-        }
+        comments(&mut s, &mut last, &n.gpu, &n.node, &n.notes);
         s.push_str(&format!("- node: {}\n  gpus:\n", quote(&n.node)));
         for g in &n.gpus {
             let list: Vec<String> = g.iter().map(|p| quote(p)).collect();
@@ -178,4 +190,42 @@ pub fn slices_yaml(nodes: &[SliceNode]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::import_resource_slices;
+    use crate::catalog::Catalog;
+
+    /// A `v1beta1` slice (devices wrapped in `basic`), GPUs listed out of PCI order, one MIG
+    /// GPU known only through its MIG devices, and a slice of another driver.
+    const SLICES: &str = r#"{"items": [
+      {"kind": "ResourceSlice", "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "devices": [
+        {"name": "gpu-1", "basic": {"attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-bbbb0000"},
+          "productName": {"string": "NVIDIA A100-SXM4-80GB"}, "resource.kubernetes.io/pciBusID": {"string": "0000:20:00.0"}}}},
+        {"name": "gpu-0-mig-1g10gb-19-6", "basic": {"attributes": {"type": {"string": "mig"}, "parentUUID": {"string": "GPU-aaaa0000"},
+          "profile": {"string": "1g.10gb"}, "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+          "resource.kubernetes.io/pciBusID": {"string": "0000:10:00.0"}}}},
+        {"name": "gpu-0-mig-3g40gb-9-0", "basic": {"attributes": {"type": {"string": "mig"}, "parentUUID": {"string": "GPU-aaaa0000"},
+          "profile": {"string": "3g.40gb"}, "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+          "resource.kubernetes.io/pciBusID": {"string": "0000:10:00.0"}}}}]}},
+      {"kind": "ResourceSlice", "spec": {"driver": "example.com", "nodeName": "n2", "devices": [
+        {"name": "x", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-cccc0000"}}}]}}]}"#;
+
+    #[test]
+    fn slices_become_ordered_gpus_with_their_mig_devices() {
+        let nodes = import_resource_slices(SLICES, &Catalog::builtin()).expect("imports");
+        assert_eq!(nodes.len(), 1, "other drivers are skipped");
+        let n = &nodes[0];
+        assert_eq!(n.uuids, ["GPU-aaaa0000", "GPU-bbbb0000"], "ordered by PCI bus id");
+        assert_eq!(n.gpus, [vec!["1g.10gb".to_owned(), "3g.40gb".to_owned()], Vec::new()]);
+        assert_eq!(n.gpu.as_deref(), Some("A100-SXM4-80GB"));
+        assert!(n.notes.is_empty(), "{:?}", n.notes);
+    }
+
+    #[test]
+    fn what_is_not_a_slice_list_is_refused() {
+        assert!(import_resource_slices("[]", &Catalog::builtin()).is_err());
+        assert!(import_resource_slices("not json", &Catalog::builtin()).is_err());
+    }
 }

@@ -225,7 +225,7 @@ pub enum Claim {
     /// with one request per device (a multi-GPU replica has several).
     Template { devices: Vec<Device> },
     /// Every pod references the one ResourceClaim of the shared device.
-    Shared { claim: String, device: Device },
+    Shared { claim: String, device: Box<Device> },
 }
 
 /// A Deployment on a `dra` pool and its claim.
@@ -253,7 +253,7 @@ pub fn units(spec: &Spec, catalog: Option<&Catalog>, plan: &Plan, model: &ModelP
             let unit = dra_unit(&d.pool, &d.node, &[&model.name, &d.node, &d.slug()], d, replicas, 1);
             out.push(DraUnit {
                 unit,
-                claim: Claim::Shared { claim: shared_claim_name(spec, d), device: d.clone() },
+                claim: Claim::Shared { claim: shared_claim_name(spec, d), device: Box::new(d.clone()) },
             });
         } else {
             exclusive.entry((d.pool.clone(), d.node.clone())).or_default().push(d.clone());
@@ -448,7 +448,7 @@ pub fn attach(
         }
         for u in units {
             if let Claim::Shared { claim, device } = u.claim {
-                shared.insert(claim, device);
+                shared.insert(claim, *device);
             }
         }
     }
