@@ -7,6 +7,8 @@
 //! The day-2 compile itself — re-plan from the committed plan, render, attach the changes — is a
 //! chain of stages and lives with the others in [`crate::pipeline`].
 
+pub mod slices;
+
 use crate::catalog::Catalog;
 use crate::plan::day2::transition::{Observed, ObservedNode};
 use crate::render::objects::{DEVICE_PLUGIN_LABEL, MIG_CONFIG_LABEL};
@@ -190,13 +192,7 @@ pub fn current_yaml(nodes: &[ImportedNode]) -> String {
     );
     let mut last: Option<&Option<String>> = None;
     for n in nodes {
-        if last != Some(&n.gpu) {
-            s.push_str(&format!("# GPU {}\n", n.gpu.as_deref().unwrap_or("unknown")));
-            last = Some(&n.gpu);
-        }
-        for note in &n.notes {
-            s.push_str(&format!("# {}: {note}\n", n.node));
-        }
+        slices::comments(&mut s, &mut last, &n.gpu, &n.node, &n.notes);
         if let Some(dp) = &n.device_plugin_config {
             s.push_str(&format!("# {}: nvidia.com/device-plugin.config={dp}\n", n.node));
         }

@@ -195,6 +195,7 @@ pub fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Vec<String>) -> Po
         taints: Vec::new(),
         current: Vec::new(),
         sharing: Default::default(),
+        dra: None,
         span: None,
     }
 }

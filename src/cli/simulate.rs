@@ -1,6 +1,6 @@
 //! `gpuplan simulate`: replay the kube-scheduler on a written bundle.
 //!
-//! Reads only the bundle's files (`gpu-operator/`, `nodes/`, `workloads/` of the output
+//! Reads only the bundle's files (`gpu-operator/`, `nodes/`, `workloads/`, `dra/` of the output
 //! directory), never the manifest or the planner: it judges what was written. Exit 0 when every
 //! pod found a node in every arrival order and every rolling update completed, 1 otherwise.
 
@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx, args: &SimulateArgs) -> anyhow::Result<ExitStatus> {
         anyhow::bail!("`{}` is not a directory; compile the manifest first", args.out.display());
     }
     let mut files = BTreeMap::new();
-    for part in ["gpu-operator", "nodes", "workloads"] {
+    for part in ["gpu-operator", "nodes", "workloads", "dra"] {
         read_tree(&args.out, &args.out.join(part), &mut files)?;
     }
     let report = simulate(&files, &Options { random_orders: args.orders, seed: args.seed });

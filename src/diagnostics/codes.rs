@@ -122,6 +122,12 @@ codes! {
     CACHE_WITHOUT_SIZE = "cache-without-size";
     /// A memory limit the manifest gave that cannot hold the memory request and `/dev/shm`.
     MEMORY_LIMIT_TIGHT = "memory-limit-tight";
+    /// A pool on the `dra` backend is autoscaled: its nodes and GPU UUIDs are unknown.
+    DRA_AUTOSCALED_POOL = "dra-autoscaled-pool";
+    /// A node of a pool on the `dra` backend has no GPU UUIDs.
+    DRA_MISSING_UUIDS = "dra-missing-uuids";
+    /// A GPU UUID is malformed, repeated, or the node lists the wrong number of them.
+    INVALID_GPU_UUID = "invalid-gpu-uuid";
     // --- planner ---------------------------------------------------------------------------
     /// The model's isolation policy rules out every device that would fit it.
     ISOLATION_UNSATISFIABLE = "isolation-unsatisfiable";

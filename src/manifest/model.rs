@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use super::words::{Isolation, MeasuredPoint, MigStrategy, Spread};
+use super::words::{Backend, Isolation, MeasuredPoint, MigStrategy, Spread};
 use crate::diagnostics::{FileId, Span};
 
 /// The one `apiVersion` this gpuplan reads.
@@ -134,6 +134,10 @@ pub struct Cluster {
     /// ISO 4217 code of the pools' `costPerGpuHour` (`USD`, `EUR`), printed with every cost.
     #[schemars(extend("pattern" = "^[A-Z]{3}$"))]
     pub currency: Option<Sp<String>>,
+    /// How pods get their GPUs: `devicePlugin` (default: extended resources counted per node)
+    /// or `dra` (Kubernetes DRA: each pod's claim selects its planned GPU or MIG instance; named
+    /// pools with GPU UUIDs only, see docs/dra.md). A pool's own `backend` wins.
+    pub backend: Option<Sp<Backend>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -245,6 +249,10 @@ pub struct Pool {
     /// memory ÷ replicas and ⌊100/replicas⌋% of the threads; a crashing client takes the others
     /// on its GPU down, so it is opt-in). Default `[mig, timeSlicing]`.
     pub sharing: Option<Vec<Sp<crate::manifest::words::SharingMechanism>>>,
+    /// How pods get this pool's GPUs: `devicePlugin` or `dra`. Default `cluster.backend`.
+    /// A `dra` pool needs named nodes and every GPU's UUID (`current[].uuids`, written by
+    /// `gpuplan current import --resource-slices`).
+    pub backend: Option<Sp<Backend>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }
@@ -295,6 +303,10 @@ pub struct CurrentNode {
     /// Per GPU, the MIG profiles it is cut into (NVML names such as `3g.40gb`); an empty list is
     /// a GPU with MIG disabled.
     pub gpus: Vec<Vec<Sp<String>>>,
+    /// The node's GPU UUIDs by index (`GPU-…`, as NVML and the DRA driver's ResourceSlices
+    /// report them), for pools on the `dra` backend. `gpuplan current import
+    /// --resource-slices` writes them.
+    pub uuids: Option<Vec<Sp<String>>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }

@@ -35,7 +35,7 @@ pub const MANIFEST_FIELDS: &[&str] = &[
 ];
 pub const METADATA_FIELDS: &[&str] = &["name"];
 pub const CLUSTER_FIELDS: &[&str] =
-    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output", "currency"];
+    &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output", "currency", "backend"];
 pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
 pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
 pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
@@ -52,10 +52,11 @@ pub const POOL_FIELDS: &[&str] = &[
     "costPerGpuHour",
     "current",
     "sharing",
+    "backend",
 ];
 pub const COUNT_FIELDS: &[&str] = &["min", "max"];
 pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
-pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
+pub const CURRENT_FIELDS: &[&str] = &["node", "gpus", "uuids"];
 pub const DEFAULTS_FIELDS: &[&str] =
     &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env", "deployment"];
 pub const DEPLOYMENT_FIELDS: &[&str] = &[
@@ -494,6 +495,7 @@ impl Reader {
             }),
             output: self.opt(&o, "output", |r, n| r.output(n)),
             currency: self.opt(&o, "currency", |r, n| r.string(n)),
+            backend: self.opt(&o, "backend", |r, n| r.keyword(n)),
             span: self.doc_span(node),
         })
     }
@@ -555,7 +557,8 @@ impl Reader {
                 let o = r.object(n, "a current node", CURRENT_FIELDS)?;
                 let node_name = r.req(&o, "node", |r, n| r.string(n));
                 let gpus = r.req(&o, "gpus", |r, n| r.list(n, "GPUs", |r, n| r.strings(n, "MIG profiles")));
-                Some(CurrentNode { node: node_name?, gpus: gpus?, span: r.doc_span(n) })
+                let uuids = r.opt(&o, "uuids", |r, n| r.strings(n, "GPU UUIDs"));
+                Some(CurrentNode { node: node_name?, gpus: gpus?, uuids, span: r.doc_span(n) })
             })
         });
         Some(Pool {
@@ -569,6 +572,7 @@ impl Reader {
             cost_per_gpu_hour,
             current,
             sharing,
+            backend: self.opt(&o, "backend", |r, n| r.keyword(n)),
             span: self.doc_span(node),
         })
     }

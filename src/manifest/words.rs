@@ -53,6 +53,21 @@ keywords! {
     }
 }
 
+keywords! {
+    /// How pods get their GPUs (`cluster.backend`, per pool too): docs/dra.md.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+    pub enum Backend ("backend") {
+        /// NVIDIA's device plugin: extended resources counted per node (`nvidia.com/gpu`,
+        /// `nvidia.com/mig-3g.40gb`); which device a pod gets inside a node is the plugin's choice.
+        #[default]
+        DevicePlugin = "devicePlugin",
+        /// Kubernetes Dynamic Resource Allocation (`resource.k8s.io/v1`) with NVIDIA's DRA driver:
+        /// every pod's claim selects its planned GPU by UUID or MIG instance by parent UUID, profile
+        /// and placement.
+        Dra = "dra",
+    }
+}
+
 /// One measured operating point of a model on one device size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

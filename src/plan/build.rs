@@ -172,7 +172,8 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
                         (GpuMode::Mig { instances: placed }, ts)
                     }
                 };
-                gpus.push(GpuPlan { index, mode, tenants });
+                let uuid = pool.spec.dra.as_ref().and_then(|d| d.uuid(&node_name, index)).map(str::to_owned);
+                gpus.push(GpuPlan { index, uuid, mode, tenants });
             }
             // Replica groups.
             let mut whole_count: BTreeMap<usize, u32> = BTreeMap::new();

@@ -95,6 +95,9 @@ pub struct NodePlan {
 #[serde(rename_all = "camelCase")]
 pub struct GpuPlan {
     pub index: u32,
+    /// The GPU's UUID, on pools of the DRA backend (its claims select it by this UUID).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
     pub mode: GpuMode,
     /// Replicas on this GPU: on a MIG GPU, one entry per used instance (by `start`).
     pub tenants: Vec<Tenant>,

@@ -11,6 +11,7 @@
 //! before it is returned. Names that end up in object names, label values and file names are
 //! checked ([`names`]) and rejected with `unsafe-name` rather than escaped.
 
+pub mod dra;
 pub mod gitops;
 pub mod names;
 pub mod nodes;
@@ -189,7 +190,10 @@ pub fn render(
         Err(d) => diags.push(d),
     }
 
-    match workloads::render(spec, plan, templates) {
+    match workloads::render(spec, plan, templates).and_then(|mut w| {
+        dra::attach(spec, catalog, plan, &mut w)?;
+        Ok(w)
+    }) {
         Ok(workload_files) => {
             let mut resources: Vec<&str> = Vec::new();
             let workloads_namespace = namespaces && spec.cluster.namespace != spec.cluster.operator_namespace;
@@ -230,6 +234,10 @@ pub fn render(
         put(&mut files, paths::FLUX, gitops::flux_kustomizations(spec, flux), &mut diags);
     }
 
+    if dra::used(plan) {
+        put(&mut files, dra::DRIVER_VALUES, dra::driver_values(spec, catalog, plan), &mut diags);
+        put(&mut files, dra::EXPECTED_SLICES, dra::resource_slices(spec, catalog, plan), &mut diags);
+    }
     match report::render(spec, catalog, plan) {
         Ok(report_files) => files.extend(report_files),
         Err(d) => diags.push(d),

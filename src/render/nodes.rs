@@ -32,12 +32,14 @@ pub const GUARD_NAME: &str = "gpuplan-no-phantom-nodes";
 
 /// The labels gpuplan puts on one node (or node template).
 pub fn node_labels(pool: &PoolPlan, node: &NodePlan) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (MIG_CONFIG_LABEL.to_owned(), node.mig_config.clone()),
         (DEVICE_PLUGIN_LABEL.to_owned(), node.device_plugin_config.clone()),
         (LAYOUT_LABEL.to_owned(), layout_name(node)),
         (POOL_LABEL.to_owned(), pool.name.clone()),
-    ])
+    ]);
+    labels.extend(super::dra::node_labels(node));
+    labels
 }
 
 #[derive(Debug, Serialize)]

@@ -369,7 +369,11 @@ pub fn schema_errors(schema: &str, document: &serde_json::Value) -> Vec<String> 
 
 /// The name under which the device plugin advertises `base` on a node whose sharing config is
 /// `config`: `<base>.shared` when the resource is time-sliced and renamed, else `base`.
-fn advertised(spec: &Spec, config: Option<&crate::plan::DevicePluginConfig>, base: &str) -> (String, u32) {
+pub(crate) fn advertised(
+    spec: &Spec,
+    config: Option<&crate::plan::DevicePluginConfig>,
+    base: &str,
+) -> (String, u32) {
     match config.and_then(|c| c.shared().get(base)) {
         Some(&k) if spec.cluster.time_slicing.rename_by_default => (format!("{base}.shared"), k),
         Some(&k) => (base.to_owned(), k),

@@ -125,6 +125,7 @@ pub fn render(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<St
             let _ = writeln!(md, "- `{}` → mig config `{}`", md_code(&node.name), md_code(&node.mig_config));
         }
     }
+    md.push_str(&super::dra::plan_md(spec, catalog, plan));
     if let Some(changes) = &plan.changes {
         md.push_str("\n## Changes against the previous plan\n\n");
         md.push_str(&crate::plan::day2::rollout::markdown(changes));

@@ -457,6 +457,8 @@ pub fn units(spec: &Spec, plan: &Plan, model: &ModelPlan) -> Result<Vec<Unit>, D
             model.name
         )));
     }
+    // Pools on the DRA backend: one Deployment per pinned replica or shared device instead.
+    let mut out = super::dra::replace_units(spec, plan, model, out);
     // Nodes that must drain last: their Deployments wait for the drain, and Argo CD's waves
     // must not hold the other nodes' Deployments behind them.
     out.sort_by(|a, b| (a.autoscaled, a.must_drain, &a.nodes).cmp(&(b.autoscaled, b.must_drain, &b.nodes)));

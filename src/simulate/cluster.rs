@@ -186,7 +186,14 @@ pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
             .get("nvidia.com/device-plugin.config")
             .cloned()
             .unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned());
-        let allocatable = allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name));
+        // The GPU Operator runs no device plugin on a node labelled off (DRA nodes): no
+        // extended resources there (their devices come from `dra/resource-slices.json`).
+        let allocatable =
+            if labels.get("nvidia.com/gpu.deploy.device-plugin").map(String::as_str) == Some("false") {
+                BTreeMap::new()
+            } else {
+                allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name))
+            };
         Node { name, labels, taints, allocatable }
     };
 

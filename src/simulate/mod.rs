@@ -19,6 +19,7 @@
 //! reported as a problem).
 
 pub mod cluster;
+pub mod dra;
 pub mod scheduler;
 
 use std::collections::BTreeMap;
@@ -109,7 +110,12 @@ enum Choice {
 /// Simulates a bundle.
 pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
     let mut report = Report::default();
-    let (nodes, workloads) = match cluster::nodes(files).and_then(|n| Ok((n, cluster::workloads(files)?))) {
+    let loaded = cluster::nodes(files).and_then(|mut n| {
+        let mut w = cluster::workloads(files)?;
+        dra::attach(files, &mut n, &mut w)?;
+        Ok((n, w))
+    });
+    let (nodes, workloads) = match loaded {
         Ok(x) => x,
         Err(message) => {
             report.problems.push(Problem { kind: "bundle", scenario: "reading the bundle".into(), message });

@@ -28,7 +28,7 @@ pub use validate::{
 pub use change_policy::{ChangeMode, ChangePolicy};
 
 use crate::diagnostics::{Code, Diagnostic, Span};
-pub use crate::manifest::words::{Isolation, Keyword, MeasuredPoint, MigStrategy, Spread};
+pub use crate::manifest::words::{Backend, Isolation, Keyword, MeasuredPoint, MigStrategy, Spread};
 
 /// A checked manifest.
 #[derive(Clone, Debug, Serialize)]
@@ -114,6 +114,8 @@ pub struct Pool {
     pub current: Vec<CurrentNode>,
     /// The sharing mechanisms the planner may configure on the pool's nodes.
     pub sharing: PoolSharing,
+    /// The pool's GPUs on the DRA backend (`None`: the device plugin).
+    pub dra: Option<DraPool>,
     #[serde(skip)]
     pub span: Option<Span>,
 }
@@ -157,6 +159,20 @@ pub struct Taint {
     pub key: String,
     pub value: Option<String>,
     pub effect: String,
+}
+
+/// A pool on the DRA backend: every GPU's UUID, by node and index (docs/dra.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DraPool {
+    /// Node name → the UUID of each GPU, by index (exactly `gpusPerNode` of them).
+    pub uuids: BTreeMap<String, Vec<String>>,
+}
+
+impl DraPool {
+    /// The UUID of GPU `index` of `node`.
+    pub fn uuid(&self, node: &str, index: u32) -> Option<&str> {
+        self.uuids.get(node)?.get(index as usize).map(String::as_str)
+    }
 }
 
 /// A node's layout today: MIG profile names per GPU (empty = MIG disabled).

@@ -333,7 +333,12 @@ mod tests {
                     mig_enabled: true,
                     mig_devices,
                 });
-                gpu_plans.push(GpuPlan { index: index as u32, mode: GpuMode::Mig { instances }, tenants });
+                gpu_plans.push(GpuPlan {
+                    index: index as u32,
+                    uuid: None,
+                    mode: GpuMode::Mig { instances },
+                    tenants,
+                });
             }
             mig_configs.insert(name.clone(), MigConfig { entries });
             nodes.push(NodePlan {

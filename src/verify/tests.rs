@@ -109,9 +109,15 @@ fn voice() -> (Spec, Catalog, Plan) {
         must_drain: false,
         transition: None,
         gpus: vec![
-            GpuPlan { index: 0, mode: GpuMode::Whole, tenants: vec![tenant("nemotron-llm", None)] },
+            GpuPlan {
+                index: 0,
+                uuid: None,
+                mode: GpuMode::Whole,
+                tenants: vec![tenant("nemotron-llm", None)],
+            },
             GpuPlan {
                 index: 1,
+                uuid: None,
                 tenants: vec![
                     tenant("parakeet-asr", start_of(&instances, "2g.20gb")),
                     tenant("fastpitch-tts", start_of(&instances, "1g.20gb")),
@@ -148,6 +154,7 @@ fn time_sliced(computes: [f64; 4]) -> (Spec, Catalog, Plan) {
     let spec = bench::spec("ts", vec![bench::pool("a100", A100, 2, vec!["gpu-a-1".to_owned()])], models);
     let gpu = |index, a: &str, b: &str| GpuPlan {
         index,
+        uuid: None,
         mode: GpuMode::TimeSliced { replicas: 2 },
         tenants: vec![tenant(a, None), tenant(b, None)],
     };
@@ -393,7 +400,12 @@ fn rejects_nodes_and_gpus_beyond_the_pool() {
     assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::NodeCapacity]));
 
     let (spec, catalog, mut plan) = voice();
-    plan.pools[0].nodes[0].gpus.push(GpuPlan { index: 2, mode: GpuMode::Unused, tenants: Vec::new() });
+    plan.pools[0].nodes[0].gpus.push(GpuPlan {
+        index: 2,
+        uuid: None,
+        mode: GpuMode::Unused,
+        tenants: Vec::new(),
+    });
     assert_finds(&spec, &catalog, &plan, Kind::NodeCapacity);
 }
 
@@ -551,6 +563,7 @@ fn tensor_parallel(gpus_on: [(&str, u32); 2]) -> (Spec, Catalog, Plan) {
                 let used = gpus_on.contains(&(name, index));
                 GpuPlan {
                     index,
+                    uuid: None,
                     mode: if used { GpuMode::Whole } else { GpuMode::Unused },
                     tenants: if used { vec![tenant("tp", None)] } else { Vec::new() },
                 }
@@ -587,6 +600,7 @@ fn rejects_a_multi_gpu_replica_split_across_nodes_or_on_mig() {
     let instances = placed(&["1g.10gb"]);
     plan.pools[0].nodes[0].gpus[1] = GpuPlan {
         index: 1,
+        uuid: None,
         tenants: vec![tenant("tp", Some(instances[0].start))],
         mode: GpuMode::Mig { instances },
     };

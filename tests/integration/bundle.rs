@@ -75,6 +75,7 @@ fn every_document_parses_and_is_a_kubernetes_object_or_documented_data() {
             if path.ends_with(".yaml")
                 && !path.starts_with("nodes/autoscaled/")
                 && !path.ends_with("helm-values.yaml")
+                && path != gpuplan::render::dra::DRIVER_VALUES
             {
                 check_documents(text).unwrap_or_else(|e| panic!("{}: `{path}`: {e}", f.name));
             }
@@ -116,7 +117,18 @@ fn every_deployment_requests_exactly_its_planned_resource() {
             assert_eq!(containers.len(), 1);
             let limits = containers[0]["resources"]["limits"].as_object().expect("limits");
             let gpu: Vec<&String> = limits.keys().filter(|k| k.contains('/')).collect();
-            assert_eq!(gpu, [resource], "{name}: only the planned GPU resource");
+            if d["metadata"]["annotations"]["gpuplan.io/backend"] == "dra" {
+                // DRA: the device comes from the pod's one claim (tests/integration/dra.rs).
+                assert!(gpu.is_empty(), "{name}: no extended resource next to a claim");
+                assert_eq!(
+                    containers[0]["resources"]["claims"],
+                    serde_json::json!([{"name": "gpu"}]),
+                    "{name}"
+                );
+                assert_eq!(pod["resourceClaims"].as_array().map(Vec::len), Some(1), "{name}");
+            } else {
+                assert_eq!(gpu, [resource], "{name}: only the planned GPU resource");
+            }
             let requests = &containers[0]["resources"]["requests"];
             assert!(requests["cpu"].is_string() && requests["memory"].is_string(), "{name}: BestEffort");
             let hosts = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

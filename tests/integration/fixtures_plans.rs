@@ -91,6 +91,7 @@ pub fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
         taints: Vec::new(),
         current: Vec::new(),
         sharing: Default::default(),
+        dra: None,
         span: None,
     }
 }
@@ -135,17 +136,18 @@ pub fn mig_gpu(index: u32, profiles: &[&str], tenants: &[Option<&str>]) -> GpuPl
         .zip(tenants.iter().chain(std::iter::repeat(&None)))
         .filter_map(|(inst, t)| t.map(|m| Tenant { model: m.to_owned(), instance_start: Some(inst.start) }))
         .collect();
-    GpuPlan { index, mode: GpuMode::Mig { instances }, tenants }
+    GpuPlan { index, uuid: None, mode: GpuMode::Mig { instances }, tenants }
 }
 
 pub fn whole_gpu(index: u32, model: Option<&str>) -> GpuPlan {
     match model {
         Some(m) => GpuPlan {
             index,
+            uuid: None,
             mode: GpuMode::Whole,
             tenants: vec![Tenant { model: m.to_owned(), instance_start: None }],
         },
-        None => GpuPlan { index, mode: GpuMode::Unused, tenants: Vec::new() },
+        None => GpuPlan { index, uuid: None, mode: GpuMode::Unused, tenants: Vec::new() },
     }
 }
 
@@ -308,7 +310,7 @@ pub fn time_sliced() -> Fixture {
                 "all-disabled",
                 "shared-small-ts4",
                 false,
-                vec![GpuPlan { index: 0, mode: GpuMode::TimeSliced { replicas: 4 }, tenants }],
+                vec![GpuPlan { index: 0, uuid: None, mode: GpuMode::TimeSliced { replicas: 4 }, tenants }],
             )],
         }],
         models: vec![

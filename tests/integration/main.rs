@@ -7,6 +7,7 @@ mod ci;
 mod cli;
 mod day2;
 mod docs;
+mod dra;
 mod emit;
 mod examples;
 mod fixtures_plans;

@@ -24,6 +24,7 @@ fn pool(name: &str, gpu: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
         taints: Vec::new(),
         current: Vec::new(),
         sharing: Default::default(),
+        dra: None,
         span: None,
     }
 }
@@ -868,6 +869,7 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
         transition: None,
         gpus: vec![GpuPlan {
             index: 0,
+            uuid: None,
             mode: GpuMode::TimeSliced { replicas: 2 },
             tenants: vec![
                 Tenant { model: "a".into(), instance_start: None },

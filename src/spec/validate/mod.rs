@@ -13,6 +13,7 @@
 //! [`demand`] rate demands and measured points. A new manifest block gets its own file and one
 //! call from here.
 
+mod backend;
 mod demand;
 mod models;
 mod pools;
@@ -204,7 +205,8 @@ impl<'c> Validator<'c> {
         let policy = self.policy(m.policy.as_ref());
         let mut cluster = self.cluster(m.cluster.as_ref());
         self.mps_mig_strategy(m, cluster.as_mut());
-        let pools = self.pools(m);
+        let mut pools = self.pools(m);
+        self.backends(m, &mut pools);
         let models = self.models(m, &pools, &policy);
         let pools: Vec<Pool> = pools.into_iter().map(|p| p.pool).collect();
         let models = models?;

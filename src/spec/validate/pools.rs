@@ -86,6 +86,7 @@ impl Validator<'_> {
                         mps: list.iter().any(|m| m.value == crate::manifest::words::SharingMechanism::Mps),
                     }
                 }),
+                dra: None,
                 // The pool's name: what a planner diagnostic about the pool should underline.
                 span: Some(p.name.span.clone()),
             },
