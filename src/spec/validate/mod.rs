@@ -17,14 +17,14 @@ mod demand;
 mod models;
 mod pools;
 
-use std::collections::BTreeMap;
-
 use super::names;
 use super::units;
-use super::*;
 use crate::catalog::{Catalog, GpuModel};
-use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes, nearest};
-use crate::manifest::{self as raw, API_VERSION, KIND, Manifest, ModelClass, Sp};
+use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes};
+use crate::manifest::{self as raw, API_VERSION, KIND, Manifest, Sp};
+use crate::spec::{
+    ArgoCd, Cluster, Flux, MigStrategy, OutputOptions, Policy, Pool, Spec, TimeSlicingOptions, error,
+};
 
 /// Default workload namespace.
 pub const DEFAULT_NAMESPACE: &str = "default";
