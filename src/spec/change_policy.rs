@@ -56,7 +56,7 @@ pub fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePolicy {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{ChangeMode, ChangePolicy, Diagnostics, Raw, validate};
     use crate::diagnostics::{FileId, Span};
     use crate::manifest::Sp;
 

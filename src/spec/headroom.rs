@@ -55,7 +55,7 @@ pub fn near_misses(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Span, near_misses};
     use crate::catalog::Catalog;
     use crate::diagnostics::FileId;
 

@@ -154,7 +154,7 @@ fn unit_hint<'a>(unit: &str, units: &'a [(&'a str, f64)]) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{duration_ms, memory_mib, rate_rps};
 
     #[test]
     fn memory_units_are_binary_or_decimal() {
