@@ -17,6 +17,6 @@ pub struct DiffArgs {
 /// A summary of the plan's changes (models added, removed and moved, nodes re-partitioned, GPUs
 /// and cost before and after, against the plan committed in the directory; `--format json` gives
 /// it as `summary`, fit for a pull-request comment, docs/ci.md), then a unified diff.
-pub fn run(ctx: &Ctx, args: &DiffArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &DiffArgs) -> anyhow::Result<ExitStatus> {
     run_mode(ctx, &args.compile, Mode::Diff, args.kubernetes_only)
 }

@@ -28,7 +28,7 @@ pub struct LatencyArgs {
     pub file: PathBuf,
 }
 
-pub fn run(ctx: &Ctx, args: &LatencyArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &LatencyArgs) -> anyhow::Result<ExitStatus> {
     let text = read_text(&args.file)?;
     let file: CalibrationFile = match serde_json::from_str(&text) {
         Ok(file) => file,

@@ -22,7 +22,7 @@ const MEMORY_UNITS: &str = "`GiB`, `MiB`, `GB` or `MB`";
 const DURATION_UNITS: &str = "`ms`, `s` or `us`";
 const RATE_UNITS: &str = "`rps` or `rpm`";
 
-pub const MANIFEST_FIELDS: &[&str] = &[
+pub(super) const MANIFEST_FIELDS: &[&str] = &[
     "apiVersion",
     "kind",
     "metadata",
@@ -33,22 +33,23 @@ pub const MANIFEST_FIELDS: &[&str] = &[
     "changePolicy",
     "models",
 ];
-pub const METADATA_FIELDS: &[&str] = &["name"];
-pub const CLUSTER_FIELDS: &[&str] =
+pub(super) const METADATA_FIELDS: &[&str] = &["name"];
+pub(super) const CLUSTER_FIELDS: &[&str] =
     &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output"];
-pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
-pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
-pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
-pub const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
-pub const INVENTORY_FIELDS: &[&str] = &["pools"];
-pub const POOL_FIELDS: &[&str] =
+pub(super) const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
+pub(super) const OUTPUT_FIELDS: &[&str] =
+    &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
+pub(super) const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
+pub(super) const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
+pub(super) const INVENTORY_FIELDS: &[&str] = &["pools"];
+pub(super) const POOL_FIELDS: &[&str] =
     &["name", "gpu", "gpusPerNode", "nodes", "count", "nodeSelector", "taints", "costPerGpuHour", "current"];
-pub const COUNT_FIELDS: &[&str] = &["min", "max"];
-pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
-pub const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
-pub const DEFAULTS_FIELDS: &[&str] =
+pub(super) const COUNT_FIELDS: &[&str] = &["min", "max"];
+pub(super) const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
+pub(super) const CURRENT_FIELDS: &[&str] = &["node", "gpus"];
+pub(super) const DEFAULTS_FIELDS: &[&str] =
     &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env", "deployment"];
-pub const DEPLOYMENT_FIELDS: &[&str] = &[
+pub(super) const DEPLOYMENT_FIELDS: &[&str] = &[
     "resources",
     "probes",
     "imagePullSecrets",
@@ -58,9 +59,9 @@ pub const DEPLOYMENT_FIELDS: &[&str] = &[
     "strategy",
     "disruptionBudget",
 ];
-pub const RESOURCES_FIELDS: &[&str] = &["requests", "limits"];
-pub const PROBES_FIELDS: &[&str] = &["readiness", "liveness", "startup"];
-pub const PROBE_FIELDS: &[&str] = &[
+pub(super) const RESOURCES_FIELDS: &[&str] = &["requests", "limits"];
+pub(super) const PROBES_FIELDS: &[&str] = &["readiness", "liveness", "startup"];
+pub(super) const PROBE_FIELDS: &[&str] = &[
     "enabled",
     "path",
     "port",
@@ -69,15 +70,15 @@ pub const PROBE_FIELDS: &[&str] = &[
     "timeoutSeconds",
     "failureThreshold",
 ];
-pub const VALUE_FROM_FIELDS: &[&str] = &["secret", "configMap", "key", "optional"];
-pub const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit"];
-pub const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
-pub const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
-pub const POLICY_FIELDS: &[&str] =
+pub(super) const VALUE_FROM_FIELDS: &[&str] = &["secret", "configMap", "key", "optional"];
+pub(super) const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit"];
+pub(super) const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
+pub(super) const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
+pub(super) const POLICY_FIELDS: &[&str] =
     &["llmNeverTimeSliced", "maxTimeSlicingReplicas", "memoryHeadroom", "timeSlicingEfficiency"];
-pub const CHANGE_POLICY_FIELDS: &[&str] =
+pub(super) const CHANGE_POLICY_FIELDS: &[&str] =
     &["mode", "reoptimizeWhenSavingGpus", "reoptimizeWhenSavingCostPerHour"];
-pub const MODEL_FIELDS: &[&str] = &[
+pub(super) const MODEL_FIELDS: &[&str] = &[
     "name",
     "image",
     "command",
@@ -98,10 +99,11 @@ pub const MODEL_FIELDS: &[&str] = &[
     "priority",
     "deployment",
 ];
-pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
-pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
-pub const POINT_FIELDS: &[&str] = &["gpu", "profile", "batchSize", "processes", "rps", "latency"];
-pub const LATENCY_FIELDS: &[&str] = &["p99", "baseline", "baselineGpu"];
+pub(super) const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
+pub(super) const DEMAND_FIELDS: &[&str] =
+    &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
+pub(super) const POINT_FIELDS: &[&str] = &["gpu", "profile", "batchSize", "processes", "rps", "latency"];
+pub(super) const LATENCY_FIELDS: &[&str] = &["p99", "baseline", "baselineGpu"];
 
 /// Where each field list lives, to tell a user who put a field at the wrong level.
 const FIELD_HOMES: &[(&str, &[&str])] = &[
@@ -118,7 +120,7 @@ const FIELD_HOMES: &[(&str, &[&str])] = &[
 ];
 
 /// Reads the document root into a manifest, or returns every structural problem.
-pub fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
+pub(super) fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
     match manifest_recovering(file, root) {
         (Some(m), diags) if !diags.has_errors() => Ok(m),
         (_, diags) => Err(diags),
@@ -129,7 +131,7 @@ pub fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
 /// reported but do not stop reading, so that semantic validation can still run and every problem
 /// reaches the user in one pass. Any other structural problem (wrong type, missing field) leaves
 /// no manifest.
-pub fn manifest_recovering(file: FileId, root: &Node) -> (Option<Manifest>, Diagnostics) {
+pub(super) fn manifest_recovering(file: FileId, root: &Node) -> (Option<Manifest>, Diagnostics) {
     let mut r = Reader { file, diags: Diagnostics::new() };
     let manifest = r.manifest(root);
     let mut diags = r.diags;

@@ -13,13 +13,18 @@ mod bounds;
 mod build;
 pub use build::ALTERNATIVE_PREFIX;
 mod infeasible;
+#[doc(hidden)]
 pub mod latency;
 mod layouts;
 mod milp;
+#[doc(hidden)]
 pub mod previous;
 mod problem;
+#[doc(hidden)]
 pub mod replan;
+#[doc(hidden)]
 pub mod rollout;
+#[doc(hidden)]
 pub mod rules;
 #[cfg(test)]
 mod tests;

@@ -11,12 +11,12 @@
 //! before it is returned. Names that end up in object names, label values and file names are
 //! checked ([`names`]) and rejected with `unsafe-name` rather than escaped.
 
-pub mod gitops;
-pub mod names;
-pub mod nodes;
+mod gitops;
+mod names;
+mod nodes;
 pub mod nvidia;
 pub mod pipeline;
-pub mod report;
+mod report;
 pub mod workloads;
 
 use std::collections::BTreeMap;

@@ -18,8 +18,8 @@
 //! Guarantees: deterministic for a seed; no IO; never panics on a malformed bundle (it is
 //! reported as a problem).
 
-pub mod cluster;
-pub mod scheduler;
+mod cluster;
+mod scheduler;
 
 use std::collections::BTreeMap;
 
