@@ -4,13 +4,17 @@
 //! The pipeline, one module per stage: [`manifest`] (text → raw model) → [`spec`] (checked) →
 //! [`plan`] (placements and reasons) → [`render`] (files) → [`emit`] (written, checked or diffed).
 //! [`catalog`] holds the hardware knowledge; [`diagnostics`] every user-facing problem.
-//! See `ARCHITECTURE.md`.
+//! See `ARCHITECTURE.md`; its "API boundary" names what of this is the library's API. The rest is
+//! `pub(crate)` (`unreachable_pub` keeps it so), or `#[doc(hidden)]` where the tests and
+//! benchmarks need it.
 
 /// The benchmark harness (scenario generators, the ParvaGPU importer): for this crate's tests and
 /// benchmarks only, not a stable API.
 #[doc(hidden)]
 pub mod bench;
 pub mod catalog;
+/// The command layer: public for `src/main.rs` and the help snapshots only, not a library API.
+#[doc(hidden)]
 pub mod cli;
 pub mod day2;
 pub mod diagnostics;

@@ -286,7 +286,10 @@ impl SplitMix64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        Demand, Isolation, SCENARIOS, SEED, Spec, SplitMix64, Spread, fleet, gpu_equivalents, scenario,
+        voice_pipeline,
+    };
 
     #[test]
     fn fleets_are_deterministic_and_sized_as_asked() {

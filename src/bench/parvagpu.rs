@@ -808,7 +808,11 @@ pub fn markdown_table(rows: &[Row]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        BTreeMap, Bounds, Catalog, Demand, GPU, ImportOptions, Row, Scenario, ScenarioModel, SevenGpc,
+        Sources, WHOLE, bounds, codes, markdown_table, parse_deployment, parse_profile, parse_scenarios,
+        scenario_spec,
+    };
     use crate::spec::Isolation;
 
     const PROFILE: &str = "Mig instance,Batch size,Workload Number,Throughput,Latency\r\n\
@@ -940,7 +944,8 @@ mod tests {
     }
 
     mod props {
-        use super::*;
+        use super::{ImportOptions, Sources, parse_deployment, parse_profile, parse_scenarios};
+        use crate::bench::parvagpu::{MODELS, parse_table};
         use proptest::prelude::*;
 
         proptest! {

@@ -362,7 +362,7 @@ pub fn suggest_profile<'a>(gpu: &'a GpuModel, name: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{GpuModel, picture, suggest_profile, validate};
     use crate::catalog::Catalog;
 
     fn h100() -> GpuModel {

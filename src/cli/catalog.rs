@@ -81,7 +81,7 @@ pub struct ImportArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Ctx, args: &CatalogArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &CatalogArgs) -> anyhow::Result<ExitStatus> {
     if let CatalogCommand::Import(import_args) = &args.command {
         return run_import(ctx, import_args, &args.catalog);
     }

@@ -11,16 +11,16 @@ use crate::spec::Spec;
 
 /// A stage refused the input: the diagnostics are reported and the command exits 1.
 #[derive(Debug)]
-pub struct Rejected;
+pub(super) struct Rejected;
 
 /// Reads a text file; failure is a tool error (exit 2), not a diagnostic.
 /// (The manifest is read as bytes instead: text that is not UTF-8 is a diagnostic there.)
-pub fn read_text(path: &Path) -> anyhow::Result<String> {
+pub(super) fn read_text(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read `{}`", path.display()))
 }
 
 /// Prints diagnostics on stderr (human) or stdout (JSON).
-pub fn report(ctx: &Ctx, sources: &Sources, diagnostics: &Diagnostics) -> anyhow::Result<()> {
+pub(super) fn report(ctx: &Ctx, sources: &Sources, diagnostics: &Diagnostics) -> anyhow::Result<()> {
     if diagnostics.is_empty() {
         return Ok(());
     }
@@ -52,7 +52,7 @@ pub struct CatalogDirs {
 /// Loads the catalog (built-in entries, then every `*.yaml` / `*.yml` of each folder in file-name
 /// order, or the file itself when a path is a file). Diagnostics go to stderr as text, even with
 /// `--format json`, so that stdout stays one JSON document; errors give `Err(Rejected)`.
-pub fn load_catalog_checked(
+pub(super) fn load_catalog_checked(
     ctx: &Ctx,
     dirs: &[std::path::PathBuf],
 ) -> anyhow::Result<Result<Catalog, Rejected>> {
@@ -91,7 +91,7 @@ pub fn load_catalog_checked(
 /// are read here and handed to [`crate::pipeline::check_manifest`], which parses them and
 /// validates them with the manifest. An unreadable measurements file is the user's mistake (a diagnostic), an unreadable
 /// manifest is a tool failure (exit 2).
-pub fn load_spec(
+pub(super) fn load_spec(
     ctx: &Ctx,
     args: &ManifestArgs,
 ) -> anyhow::Result<Result<(Sources, Catalog, Spec), Rejected>> {
@@ -106,7 +106,7 @@ pub fn load_spec(
 
 /// [`load_spec`], but the warnings of a valid manifest are returned instead of reported (errors
 /// are still reported), for commands that print one combined result.
-pub fn load_spec_quietly(
+pub(super) fn load_spec_quietly(
     ctx: &Ctx,
     args: &ManifestArgs,
 ) -> anyhow::Result<Result<(Sources, Catalog, Spec, Diagnostics), Rejected>> {

@@ -53,12 +53,12 @@ pub struct Day2Args {
     pub observed: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Ctx, args: &CompileArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &CompileArgs) -> anyhow::Result<ExitStatus> {
     run_mode(ctx, args, Mode::Write, false)
 }
 
 /// Reads the built-in templates, replaced by file name with those in `dir`.
-pub fn load_templates(dir: Option<&Path>) -> anyhow::Result<Templates> {
+pub(super) fn load_templates(dir: Option<&Path>) -> anyhow::Result<Templates> {
     let mut templates = Templates::builtin();
     let Some(dir) = dir else { return Ok(templates) };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -77,7 +77,7 @@ pub fn load_templates(dir: Option<&Path>) -> anyhow::Result<Templates> {
 }
 
 /// Compiles and then writes (`compile`), compares (`check`) or diffs (`diff`) the output directory.
-pub fn run_mode(
+pub(super) fn run_mode(
     ctx: &Ctx,
     args: &CompileArgs,
     mode: Mode,

@@ -12,7 +12,7 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-pub fn run(_ctx: &Ctx, args: &CompletionsArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(_ctx: &Ctx, args: &CompletionsArgs) -> anyhow::Result<ExitStatus> {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "gpuplan", &mut out);
     use std::io::Write as _;

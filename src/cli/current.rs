@@ -48,7 +48,7 @@ pub struct ImportArgs {
     pub catalog: CatalogDirs,
 }
 
-pub fn run(ctx: &Ctx, args: &CurrentArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &CurrentArgs) -> anyhow::Result<ExitStatus> {
     let CurrentCommand::Import(args) = &args.command;
     let Ok(catalog) = load_catalog_checked(ctx, &args.catalog.dirs)? else {
         return Ok(ExitStatus::Problems);

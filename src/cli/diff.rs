@@ -22,7 +22,7 @@ pub struct DiffArgs {
 /// and cost before and after, against the plan committed in the directory), then the objects a
 /// sync adds, changes and destroys, by kind, with every disruption (`--format json` gives both
 /// as `summary`, fit for a pull-request comment, docs/ci.md), then a unified diff.
-pub fn run(ctx: &Ctx, args: &DiffArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &DiffArgs) -> anyhow::Result<ExitStatus> {
     run_mode(ctx, &args.compile, Mode::Diff, args.kubernetes_only)
 }
 

@@ -26,7 +26,7 @@ pub struct ExplainArgs {
 /// Alternatives shown per model without `--all`.
 const CLOSEST_ALTERNATIVES: usize = 3;
 
-pub fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
     let Ok((sources, catalog, spec)) = load_spec(ctx, &args.input)? else {
         return Ok(ExitStatus::Problems);
     };

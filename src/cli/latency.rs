@@ -33,7 +33,7 @@ pub struct LatencyArgs {
     pub file: PathBuf,
 }
 
-pub fn run(ctx: &Ctx, args: &LatencyArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &LatencyArgs) -> anyhow::Result<ExitStatus> {
     let text = read_text(&args.file)?;
     let file = match CalibrationFile::parse(&text) {
         Ok(file) => file,

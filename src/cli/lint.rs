@@ -22,7 +22,7 @@ pub struct LintArgs {
     pub catalog: CatalogDirs,
 }
 
-pub fn run(ctx: &Ctx, args: &LintArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &LintArgs) -> anyhow::Result<ExitStatus> {
     let Ok(catalog) = load_catalog_checked(ctx, &args.catalog.dirs)? else {
         return Ok(ExitStatus::Problems);
     };

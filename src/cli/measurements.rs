@@ -54,7 +54,7 @@ pub struct ImportArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Ctx, args: &MeasurementsArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &MeasurementsArgs) -> anyhow::Result<ExitStatus> {
     let MeasurementsCommand::Import(a) = &args.command;
     let Ok(catalog) = load_catalog_checked(ctx, &args.catalog)? else {
         return Ok(ExitStatus::Problems);

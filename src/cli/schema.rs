@@ -11,7 +11,7 @@ use super::{Ctx, ExitStatus};
 #[derive(Debug, Args)]
 pub struct SchemaArgs {}
 
-pub fn run(ctx: &Ctx, _args: &SchemaArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, _args: &SchemaArgs) -> anyhow::Result<ExitStatus> {
     ctx.out(crate::manifest::schema_json().trim_end())?;
     Ok(ExitStatus::Success)
 }

@@ -59,7 +59,7 @@ fn read_tree(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> a
     Ok(())
 }
 
-pub fn run(ctx: &Ctx, args: &SimulateArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &SimulateArgs) -> anyhow::Result<ExitStatus> {
     if !args.out.is_dir() {
         anyhow::bail!("`{}` is not a directory; compile the manifest first", args.out.display());
     }

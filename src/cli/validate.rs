@@ -16,7 +16,7 @@ pub struct ValidateArgs {
     pub input: ManifestArgs,
 }
 
-pub fn run(ctx: &Ctx, args: &ValidateArgs) -> anyhow::Result<ExitStatus> {
+pub(super) fn run(ctx: &Ctx, args: &ValidateArgs) -> anyhow::Result<ExitStatus> {
     match load_spec_quietly(ctx, &args.input)? {
         Err(_) => Ok(ExitStatus::Problems),
         Ok((sources, _, spec, warnings)) => {

@@ -15,10 +15,10 @@
 //! layer reports them together with the semantic problems. A wrong type or a missing field leaves
 //! no manifest to validate; the reader still reports all of them at once.
 
-pub mod model;
-pub mod read;
+mod model;
+mod read;
 pub mod tree;
-pub mod words;
+pub(crate) mod words;
 
 pub use model::*;
 

@@ -22,7 +22,7 @@ const MEMORY_UNITS: &str = "`GiB`, `MiB`, `GB` or `MB`";
 const DURATION_UNITS: &str = "`ms`, `s` or `us`";
 const RATE_UNITS: &str = "`rps` or `rpm`";
 
-pub const MANIFEST_FIELDS: &[&str] = &[
+pub(super) const MANIFEST_FIELDS: &[&str] = &[
     "apiVersion",
     "kind",
     "metadata",
@@ -33,15 +33,16 @@ pub const MANIFEST_FIELDS: &[&str] = &[
     "changePolicy",
     "models",
 ];
-pub const METADATA_FIELDS: &[&str] = &["name"];
-pub const CLUSTER_FIELDS: &[&str] =
+pub(super) const METADATA_FIELDS: &[&str] = &["name"];
+pub(super) const CLUSTER_FIELDS: &[&str] =
     &["namespace", "operatorNamespace", "migStrategy", "timeSlicing", "output", "currency", "backend"];
-pub const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
-pub const OUTPUT_FIELDS: &[&str] = &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
-pub const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
-pub const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
-pub const INVENTORY_FIELDS: &[&str] = &["pools"];
-pub const POOL_FIELDS: &[&str] = &[
+pub(super) const TIME_SLICING_FIELDS: &[&str] = &["renameByDefault", "failRequestsGreaterThanOne"];
+pub(super) const OUTPUT_FIELDS: &[&str] =
+    &["clusterPolicyPatch", "helmValues", "argocd", "flux", "namespaces"];
+pub(super) const ARGOCD_FIELDS: &[&str] = &["repoUrl", "path", "targetRevision", "namespace"];
+pub(super) const FLUX_FIELDS: &[&str] = &["sourceName", "path", "namespace"];
+pub(super) const INVENTORY_FIELDS: &[&str] = &["pools"];
+pub(super) const POOL_FIELDS: &[&str] = &[
     "name",
     "gpu",
     "gpusPerNode",
@@ -54,12 +55,12 @@ pub const POOL_FIELDS: &[&str] = &[
     "sharing",
     "backend",
 ];
-pub const COUNT_FIELDS: &[&str] = &["min", "max"];
-pub const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
-pub const CURRENT_FIELDS: &[&str] = &["node", "gpus", "uuids"];
-pub const DEFAULTS_FIELDS: &[&str] =
+pub(super) const COUNT_FIELDS: &[&str] = &["min", "max"];
+pub(super) const TAINT_FIELDS: &[&str] = &["key", "value", "effect"];
+pub(super) const CURRENT_FIELDS: &[&str] = &["node", "gpus", "uuids"];
+pub(super) const DEFAULTS_FIELDS: &[&str] =
     &["isolation", "spread", "compute", "priority", "pools", "gpuTypes", "env", "deployment"];
-pub const DEPLOYMENT_FIELDS: &[&str] = &[
+pub(super) const DEPLOYMENT_FIELDS: &[&str] = &[
     "resources",
     "probes",
     "imagePullSecrets",
@@ -73,10 +74,10 @@ pub const DEPLOYMENT_FIELDS: &[&str] = &[
     "terminationGracePeriodSeconds",
     "priorityClassName",
 ];
-pub const POD_SECURITY_FIELDS: &[&str] = &["runAsUser", "runAsGroup", "fsGroup"];
-pub const RESOURCES_FIELDS: &[&str] = &["requests", "limits"];
-pub const PROBES_FIELDS: &[&str] = &["readiness", "liveness", "startup"];
-pub const PROBE_FIELDS: &[&str] = &[
+pub(super) const POD_SECURITY_FIELDS: &[&str] = &["runAsUser", "runAsGroup", "fsGroup"];
+pub(super) const RESOURCES_FIELDS: &[&str] = &["requests", "limits"];
+pub(super) const PROBES_FIELDS: &[&str] = &["readiness", "liveness", "startup"];
+pub(super) const PROBE_FIELDS: &[&str] = &[
     "enabled",
     "path",
     "port",
@@ -85,15 +86,15 @@ pub const PROBE_FIELDS: &[&str] = &[
     "timeoutSeconds",
     "failureThreshold",
 ];
-pub const VALUE_FROM_FIELDS: &[&str] = &["secret", "configMap", "key", "optional"];
-pub const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit", "hostPath"];
-pub const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
-pub const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
-pub const POLICY_FIELDS: &[&str] =
+pub(super) const VALUE_FROM_FIELDS: &[&str] = &["secret", "configMap", "key", "optional"];
+pub(super) const MODEL_CACHE_FIELDS: &[&str] = &["mountPath", "claimName", "sizeLimit", "hostPath"];
+pub(super) const STRATEGY_FIELDS: &[&str] = &["maxSurge", "maxUnavailable"];
+pub(super) const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
+pub(super) const POLICY_FIELDS: &[&str] =
     &["llmNeverTimeSliced", "maxTimeSlicingReplicas", "memoryHeadroom", "timeSlicingEfficiency"];
-pub const CHANGE_POLICY_FIELDS: &[&str] =
+pub(super) const CHANGE_POLICY_FIELDS: &[&str] =
     &["mode", "reoptimizeWhenSavingGpus", "reoptimizeWhenSavingCostPerHour"];
-pub const MODEL_FIELDS: &[&str] = &[
+pub(super) const MODEL_FIELDS: &[&str] = &[
     "name",
     "image",
     "command",
@@ -115,10 +116,11 @@ pub const MODEL_FIELDS: &[&str] = &[
     "deployment",
     "allowMps",
 ];
-pub const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
-pub const DEMAND_FIELDS: &[&str] = &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
-pub const POINT_FIELDS: &[&str] = &["gpu", "profile", "batchSize", "processes", "rps", "latency"];
-pub const LATENCY_FIELDS: &[&str] = &["p99", "baseline", "baselineGpu"];
+pub(super) const PORT_FIELDS: &[&str] = &["name", "port", "protocol"];
+pub(super) const DEMAND_FIELDS: &[&str] =
+    &["rate", "admissionFactor", "minReplicas", "points", "measurements"];
+pub(super) const POINT_FIELDS: &[&str] = &["gpu", "profile", "batchSize", "processes", "rps", "latency"];
+pub(super) const LATENCY_FIELDS: &[&str] = &["p99", "baseline", "baselineGpu"];
 
 /// Where each field list lives, to tell a user who put a field at the wrong level.
 const FIELD_HOMES: &[(&str, &[&str])] = &[
@@ -135,7 +137,7 @@ const FIELD_HOMES: &[(&str, &[&str])] = &[
 ];
 
 /// Reads the document root into a manifest, or returns every structural problem.
-pub fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
+pub(super) fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
     match manifest_recovering(file, root) {
         (Some(m), diags) if !diags.has_errors() => Ok(m),
         (_, diags) => Err(diags),
@@ -146,7 +148,7 @@ pub fn manifest(file: FileId, root: &Node) -> Result<Manifest, Diagnostics> {
 /// reported but do not stop reading, so that semantic validation can still run and every problem
 /// reaches the user in one pass. Any other structural problem (wrong type, missing field) leaves
 /// no manifest.
-pub fn manifest_recovering(file: FileId, root: &Node) -> (Option<Manifest>, Diagnostics) {
+pub(super) fn manifest_recovering(file: FileId, root: &Node) -> (Option<Manifest>, Diagnostics) {
     let mut r = Reader { file, diags: Diagnostics::new() };
     let manifest = r.manifest(root);
     let mut diags = r.diags;
@@ -900,7 +902,14 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        ARGOCD_FIELDS, BUDGET_FIELDS, CHANGE_POLICY_FIELDS, CLUSTER_FIELDS, COUNT_FIELDS, CURRENT_FIELDS,
+        DEFAULTS_FIELDS, DEMAND_FIELDS, DEPLOYMENT_FIELDS, FLUX_FIELDS, INVENTORY_FIELDS, LATENCY_FIELDS,
+        MANIFEST_FIELDS, METADATA_FIELDS, MODEL_CACHE_FIELDS, MODEL_FIELDS, OUTPUT_FIELDS,
+        POD_SECURITY_FIELDS, POINT_FIELDS, POLICY_FIELDS, POOL_FIELDS, PORT_FIELDS, PROBE_FIELDS,
+        PROBES_FIELDS, RESOURCES_FIELDS, STRATEGY_FIELDS, TAINT_FIELDS, TIME_SLICING_FIELDS,
+        VALUE_FROM_FIELDS, schema_json,
+    };
 
     /// The reader and the JSON Schema (derived from the raw types) agree on every field name.
     #[test]

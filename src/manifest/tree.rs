@@ -519,7 +519,7 @@ fn convert_toml(node: toml::Spanned<toml::de::DeValue<'_>>) -> Node {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Diagnostics, Format, MAX_INPUT_BYTES, Node, Value, codes, parse};
     use crate::diagnostics::Sources;
 
     fn tree(name: &str, text: &str) -> Result<Node, Diagnostics> {

@@ -3,7 +3,7 @@
 //! the lower stage, so that the manifest never imports from [`crate::spec`]; the spec re-exports
 //! them.
 //!
-//! Each keyword is spelled once, in its variant's line of a `keywords!` block: that word is
+//! Each keyword is spelled once, in the word list of its `keywords!` block: that word is
 //! serde's and the JSON Schema's name of the value, the reader parses it ([`Keyword::ALL`]),
 //! and messages name the value with [`Keyword::word`].
 
@@ -22,11 +22,11 @@ pub trait Keyword: Sized + Copy + PartialEq + 'static {
     }
 }
 
-/// Defines an enum of keywords and its [`Keyword`] table from one list: `Variant = "word"`, the
-/// word given to serde (and so to schemars) as the variant's name.
+/// Defines an enum of keywords and its [`Keyword`] table from one list: the words, in the order
+/// of the variants, each given to serde (and so to schemars) as its variant's name.
 macro_rules! keywords {
-    ($(#[$meta:meta])* pub enum $name:ident ($what:literal) {
-        $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+
+    ($(#[$meta:meta])* pub enum $name:ident ($what:literal, [$($word:literal),+]) {
+        $($(#[$vmeta:meta])* $variant:ident,)+
     }) => {
         $(#[$meta])*
         pub enum $name {
@@ -43,28 +43,28 @@ macro_rules! keywords {
 keywords! {
     /// How the device plugin advertises MIG devices.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-    pub enum MigStrategy ("MIG strategy") {
+    pub enum MigStrategy ("MIG strategy", ["mixed", "single", "none"]) {
         /// One resource per MIG profile (`nvidia.com/mig-3g.40gb`); profiles may differ on a node.
-        Mixed = "mixed",
+        Mixed,
         /// All GPUs of a node cut alike and advertised as `nvidia.com/gpu`.
-        Single = "single",
+        Single,
         /// MIG devices are not advertised.
-        None = "none",
+        None,
     }
 }
 
 keywords! {
     /// How pods get their GPUs (`cluster.backend`, per pool too): docs/dra.md.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-    pub enum Backend ("backend") {
+    pub enum Backend ("backend", ["devicePlugin", "dra"]) {
         /// NVIDIA's device plugin: extended resources counted per node (`nvidia.com/gpu`,
         /// `nvidia.com/mig-3g.40gb`); which device a pod gets inside a node is the plugin's choice.
         #[default]
-        DevicePlugin = "devicePlugin",
+        DevicePlugin,
         /// Kubernetes Dynamic Resource Allocation (`resource.k8s.io/v1`) with NVIDIA's DRA driver:
         /// every pod's claim selects its planned GPU by UUID or MIG instance by parent UUID, profile
         /// and placement.
-        Dra = "dra",
+        Dra,
     }
 }
 
@@ -88,54 +88,54 @@ pub struct MeasuredPoint {
 keywords! {
     /// A mechanism the planner may configure on a pool's nodes to share GPUs (`sharing`).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-    pub enum SharingMechanism ("sharing mechanism") {
+    pub enum SharingMechanism ("sharing mechanism", ["mig", "timeSlicing", "mps"]) {
         /// MIG instances (GPUs that support MIG).
-        Mig = "mig",
+        Mig,
         /// The device plugin's time-slicing, of whole GPUs or of MIG instances.
-        TimeSlicing = "timeSlicing",
+        TimeSlicing,
         /// The device plugin's MPS, on whole GPUs only: clients run concurrently, each with
         /// memory ÷ replicas and ⌊100/replicas⌋% of the threads, but a crashing client takes the
         /// others on its GPU down.
-        Mps = "mps",
+        Mps,
     }
 }
 
 keywords! {
     /// How a model's replicas may share a GPU.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-    pub enum Isolation ("isolation") {
+    pub enum Isolation ("isolation", ["hardware", "shared", "dedicated"]) {
         /// A MIG instance or a whole GPU: memory and fault isolation.
-        Hardware = "hardware",
+        Hardware,
         /// Time-slicing allowed.
-        Shared = "shared",
+        Shared,
         /// Whole GPUs only.
-        Dedicated = "dedicated",
+        Dedicated,
     }
 }
 
 keywords! {
     /// Where a model's replicas must not share.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
-    pub enum Spread ("spread") {
+    pub enum Spread ("spread", ["none", "gpu", "node"]) {
         /// Anywhere.
-        None = "none",
+        None,
         /// Every replica on a different GPU.
-        Gpu = "gpu",
+        Gpu,
         /// Every replica on a different node.
-        Node = "node",
+        Node,
     }
 }
 
 keywords! {
     /// How much a re-plan may change what runs today.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-    pub enum ChangeMode ("change mode") {
+    pub enum ChangeMode ("change mode", ["minimal", "full"]) {
         /// Keep every node's MIG layout and device-plugin config and every replica where it runs,
         /// unless the new demand cannot be met otherwise; then re-partition the fewest nodes.
         #[default]
-        Minimal = "minimal",
+        Minimal,
         /// Plan from scratch at every compile (the previous plan is only compared with).
-        Full = "full",
+        Full,
     }
 }
 

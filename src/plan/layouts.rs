@@ -40,7 +40,7 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// Profile names, one per instance, largest first.
-    pub fn names<'p>(&self, profiles: &'p [ProfileInfo]) -> Vec<&'p str> {
+    pub(super) fn names<'p>(&self, profiles: &'p [ProfileInfo]) -> Vec<&'p str> {
         let mut out = Vec::new();
         for (q, &c) in self.counts.iter().enumerate().rev() {
             if let Some(p) = profiles.get(q) {

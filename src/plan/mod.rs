@@ -21,6 +21,7 @@ mod build;
 pub use build::ALTERNATIVE_PREFIX;
 pub mod day2;
 mod infeasible;
+#[doc(hidden)]
 pub mod latency;
 mod layouts;
 mod milp;

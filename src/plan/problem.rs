@@ -74,7 +74,7 @@ pub(crate) enum Reason {
 }
 
 impl Reason {
-    pub fn word(self) -> &'static str {
+    pub(super) fn word(self) -> &'static str {
         match self {
             Reason::Pool => "pool",
             Reason::Isolation => "isolation",
@@ -121,22 +121,22 @@ pub(crate) struct PoolCtx<'a> {
 }
 
 impl PoolCtx<'_> {
-    pub fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         &self.spec.name
     }
 
     /// Whether instances with these counts per usable profile form a valid layout: the same
     /// answer as [`layouts::from_counts`] (both come from `catalog::layout::validate`), without
     /// placing the instances again (first fit asks this for every GPU it looks at).
-    pub fn fits(&self, counts: &[u8]) -> bool {
+    pub(super) fn fits(&self, counts: &[u8]) -> bool {
         self.valid.contains(counts)
     }
 
-    pub fn capacity_gpus(&self) -> u64 {
+    pub(super) fn capacity_gpus(&self) -> u64 {
         u64::from(self.max_nodes) * u64::from(self.gpn)
     }
 
-    pub fn node_name(&self, i: usize) -> String {
+    pub(super) fn node_name(&self, i: usize) -> String {
         match self.named.get(i) {
             Some(n) => n.clone(),
             None => format!("{}-{}", self.spec.name, i + 1),
@@ -144,7 +144,7 @@ impl PoolCtx<'_> {
     }
 
     /// The resource a replica of this kind requests.
-    pub fn resource(&self, kind: Kind, rename_shared: bool) -> String {
+    pub(super) fn resource(&self, kind: Kind, rename_shared: bool) -> String {
         match kind {
             Kind::Whole(_) => "nvidia.com/gpu".to_owned(),
             Kind::TimeSliced(_) if rename_shared => "nvidia.com/gpu.shared".to_owned(),
@@ -160,7 +160,7 @@ impl PoolCtx<'_> {
         }
     }
 
-    pub fn kind_label(&self, kind: Kind) -> String {
+    pub(super) fn kind_label(&self, kind: Kind) -> String {
         match kind {
             Kind::Whole(1) => "a whole GPU".to_owned(),
             Kind::Whole(n) => format!("{n} whole GPUs on one node"),
@@ -195,7 +195,7 @@ pub(crate) struct ModelCtx<'a> {
 }
 
 impl ModelCtx<'_> {
-    pub fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         &self.spec.name
     }
 }

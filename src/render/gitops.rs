@@ -29,7 +29,7 @@ struct Kustomization {
 
 /// A kustomization in `base` (a bundle directory, `""` for the root) listing `paths` (bundle
 /// paths): files of the same directory by name, sub-kustomizations by directory.
-pub fn kustomization(base: &str, paths: &[&str]) -> Result<String, Diagnostic> {
+pub(crate) fn kustomization(base: &str, paths: &[&str]) -> Result<String, Diagnostic> {
     let prefix = if base.is_empty() { String::new() } else { format!("{base}/") };
     let resources = paths
         .iter()
@@ -96,7 +96,7 @@ struct NamespaceObject {
 
 /// A `Namespace` the bundle uses. Never pruned or deleted by Argo CD or Flux: removing the
 /// bundle must not delete the namespace (and every object in it, the GPU Operator's included).
-pub fn namespace(spec: &Spec, name: &str) -> Result<String, Diagnostic> {
+pub(super) fn namespace(spec: &Spec, name: &str) -> Result<String, Diagnostic> {
     to_yaml(&NamespaceObject {
         api_version: "v1",
         kind: "Namespace",
@@ -122,7 +122,7 @@ struct Automated {
 
 /// Two Argo CD `Application`s: one syncing the bundle's root kustomization automatically, and
 /// `gpuplan-<plan>-drain`, synced by hand, with the label patches of nodes to drain first.
-pub fn argocd_application(spec: &Spec, argo: &ArgoCd) -> Result<String, Diagnostic> {
+pub(super) fn argocd_application(spec: &Spec, argo: &ArgoCd) -> Result<String, Diagnostic> {
     let base = argo.path.trim_end_matches('/');
     let app = |name: String, path: String, automated: bool| Application {
         api_version: "argoproj.io/v1alpha1",
@@ -196,7 +196,7 @@ struct DependsOn {
 /// The guard has its own Kustomization because Flux applies only CRDs, Namespaces,
 /// ClusterRoles and `*Class` kinds in an earlier stage: in one Kustomization, a Node patch could
 /// reach the API server before the admission policy that refuses phantom Nodes.
-pub fn flux_kustomizations(spec: &Spec, flux: &Flux) -> Result<String, Diagnostic> {
+pub(super) fn flux_kustomizations(spec: &Spec, flux: &Flux) -> Result<String, Diagnostic> {
     let base = flux.path.trim_end_matches('/');
     let name = |part: &str| format!("gpuplan-{}-{part}", spec.name);
     let mut docs = Vec::new();

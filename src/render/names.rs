@@ -17,7 +17,7 @@ use crate::spec::{Model, Pool, Spec};
 
 /// The value of the `gpuplan.io/layout` label: the node's mig config, plus its device-plugin
 /// config when that has another name. Shortened with a stable hash to fit 63 characters.
-pub fn layout_name(node: &NodePlan) -> String {
+pub(super) fn layout_name(node: &NodePlan) -> String {
     let full = if node.mig_config == node.device_plugin_config {
         node.mig_config.clone()
     } else {
@@ -28,19 +28,19 @@ pub fn layout_name(node: &NodePlan) -> String {
 
 /// A Deployment name from its parts (`<model>-<node>`, `<model>-<node>-<resource>`,
 /// `<model>-<pool>-<layout>`), joined with `-` and kept within 63 characters by [`shorten`].
-pub fn unit_name(parts: &[&str]) -> String {
+pub(super) fn unit_name(parts: &[&str]) -> String {
     shorten(&parts.join("-"), 63)
 }
 
 /// The resource's name part made a DNS label by the one label sanitiser, [`suggest_label`]:
 /// `nvidia.com/mig-3g.40gb` → `mig-3g-40gb`; `nvidia.com/gpu.shared` → `gpu-shared`.
-pub fn resource_slug(resource: &str) -> String {
+pub(super) fn resource_slug(resource: &str) -> String {
     suggest_label(resource.rsplit('/').next().unwrap_or(resource))
 }
 
 /// Keeps names within `max` characters: a long name keeps its head and gets an 8-hex-digit FNV
 /// hash of the whole name, so distinct long names stay distinct and the result is stable.
-pub fn shorten(name: &str, max: usize) -> String {
+pub(super) fn shorten(name: &str, max: usize) -> String {
     if name.len() <= max {
         return name.to_owned();
     }
@@ -70,7 +70,7 @@ const EXTENDED_RESOURCE: &str = "an extended resource name such as `nvidia.com/m
 
 /// Pushes an `unsafe-name` diagnostic for every name the bundle would use and Kubernetes or the
 /// file system would misread.
-pub fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
+pub(super) fn check(spec: &Spec, plan: &Plan, diags: &mut Diagnostics) {
     check_cluster(spec, diags);
     for model in &spec.models {
         check_model(model, diags);

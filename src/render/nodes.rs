@@ -28,10 +28,10 @@ use crate::plan::{NodePlan, Plan, PoolPlan};
 use crate::spec::Spec;
 
 /// The name of the admission policy that refuses phantom Nodes.
-pub const GUARD_NAME: &str = "gpuplan-no-phantom-nodes";
+pub(super) const GUARD_NAME: &str = "gpuplan-no-phantom-nodes";
 
 /// The labels gpuplan puts on one node (or node template).
-pub fn node_labels(pool: &PoolPlan, node: &NodePlan) -> BTreeMap<String, String> {
+pub(crate) fn node_labels(pool: &PoolPlan, node: &NodePlan) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
         (MIG_CONFIG_LABEL.to_owned(), node.mig_config.clone()),
         (DEVICE_PLUGIN_LABEL.to_owned(), node.device_plugin_config.clone()),
@@ -123,7 +123,7 @@ struct TaintOut {
 }
 
 /// Renders the files under `nodes/`.
-pub fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
+pub(super) fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
     let mut files = BTreeMap::new();
     files.insert(paths::NODES_GUARD.to_owned(), guard(spec)?);
 

@@ -19,7 +19,11 @@ use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan};
 use crate::spec::Spec;
 
 /// Renders `PLAN.md` and `plan/<node>.svg`.
-pub fn render(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
+pub(crate) fn render(
+    spec: &Spec,
+    catalog: &Catalog,
+    plan: &Plan,
+) -> Result<BTreeMap<String, String>, Diagnostic> {
     let mut files = BTreeMap::new();
     let mut md = String::new();
     let q = &plan.quality;
@@ -206,7 +210,7 @@ fn md_text(s: &str) -> String {
 }
 
 /// Escapes text for XML content and attribute values.
-pub fn xml_escape(s: &str) -> String {
+pub(super) fn xml_escape(s: &str) -> String {
     replace_chars(s, |c| match c {
         '&' => Some("&amp;"),
         '<' => Some("&lt;"),
@@ -239,7 +243,7 @@ const TOP: u32 = 36;
 
 /// One picture per node: a row per GPU; MIG GPUs show their memory-slice grid with each
 /// instance drawn over the slices it occupies, other GPUs one bar.
-pub fn node_svg(catalog: &Catalog, pool: &PoolPlan, node: &NodePlan) -> String {
+pub(super) fn node_svg(catalog: &Catalog, pool: &PoolPlan, node: &NodePlan) -> String {
     let slots =
         catalog.get(&pool.gpu).and_then(|g| g.mig.as_ref()).map_or(8, |m| u32::from(m.memory_slices.max(1)));
     let width = LEFT + slots * SLOT_W + 16;

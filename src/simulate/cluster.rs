@@ -18,7 +18,7 @@ use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
 
 /// A node as the scheduler sees it.
 #[derive(Clone, Debug)]
-pub struct Node {
+pub(super) struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
@@ -27,7 +27,7 @@ pub struct Node {
 }
 
 #[derive(Clone, Debug)]
-pub struct Taint {
+pub(super) struct Taint {
     pub key: String,
     pub value: String,
     pub effect: String,
@@ -35,7 +35,7 @@ pub struct Taint {
 
 /// A Deployment's pod template, reduced to what the scheduler filters look at.
 #[derive(Clone, Debug)]
-pub struct Workload {
+pub(super) struct Workload {
     pub name: String,
     pub namespace: String,
     pub replicas: u32,
@@ -156,7 +156,7 @@ fn allocatable(
 }
 
 /// Every node the bundle describes.
-pub fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
+pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, String> {
     let mig = configmap_data(files, "gpu-operator/mig-parted-config.yaml")?;
     let mig_configs = mig.get("config.yaml").map(|c| c["mig-configs"].clone()).unwrap_or(Value::Null);
     let plugin = configmap_data(files, "gpu-operator/device-plugin-config.yaml")?;
@@ -260,7 +260,7 @@ fn resolve(v: &Value, replicas: u32, round_up: bool, default: &str) -> u32 {
 }
 
 /// Every Deployment under `workloads/`.
-pub fn workloads(files: &BTreeMap<String, String>) -> Result<Vec<Workload>, String> {
+pub(super) fn workloads(files: &BTreeMap<String, String>) -> Result<Vec<Workload>, String> {
     let mut out = Vec::new();
     for (path, text) in files {
         if !path.starts_with("workloads/") || !path.ends_with(".yaml") {

@@ -22,7 +22,7 @@ use super::cluster::{Node, Workload};
 
 /// A placed pod.
 #[derive(Clone, Debug)]
-pub struct Placed {
+pub(super) struct Placed {
     pub workload: usize,
     pub node: usize,
     /// The pod's revision: 0 before a rollout, 1 after.
@@ -31,7 +31,7 @@ pub struct Placed {
 
 /// The cluster's state: which pods run where.
 #[derive(Clone, Debug, Default)]
-pub struct State {
+pub(super) struct State {
     pub placed: Vec<Placed>,
 }
 
@@ -72,7 +72,7 @@ fn expression_matches(labels: &BTreeMap<String, String>, e: &Value) -> bool {
 }
 
 /// `nodeSelector` and required node affinity.
-pub fn node_affinity_matches(template: &Value, node: &Node) -> bool {
+pub(super) fn node_affinity_matches(template: &Value, node: &Node) -> bool {
     let spec = &template["spec"];
     for (k, v) in spec["nodeSelector"].as_object().into_iter().flatten() {
         if node.labels.get(k).map(String::as_str) != v.as_str() {
@@ -97,7 +97,7 @@ pub fn node_affinity_matches(template: &Value, node: &Node) -> bool {
 }
 
 /// Whether the pod tolerates every `NoSchedule`/`NoExecute` taint of the node.
-pub fn tolerates(template: &Value, node: &Node) -> bool {
+pub(super) fn tolerates(template: &Value, node: &Node) -> bool {
     let tolerations = template["spec"]["tolerations"].as_array().cloned().unwrap_or_default();
     node.taints.iter().filter(|t| t.effect != "PreferNoSchedule").all(|t| {
         tolerations.iter().any(|tol| {
@@ -112,7 +112,7 @@ pub fn tolerates(template: &Value, node: &Node) -> bool {
 }
 
 /// Whether `workload`'s next pod may run on `node` given `state`.
-pub fn feasible(nodes: &[Node], workloads: &[Workload], state: &State, w: usize, n: usize) -> bool {
+pub(super) fn feasible(nodes: &[Node], workloads: &[Workload], state: &State, w: usize, n: usize) -> bool {
     let workload = &workloads[w];
     let node = &nodes[n];
     let template = &workload.template;
@@ -236,7 +236,7 @@ fn pod_affinity_ok(nodes: &[Node], workloads: &[Workload], state: &State, w: usi
 }
 
 /// Nodes where workload `w`'s next pod may run.
-pub fn feasible_nodes(nodes: &[Node], workloads: &[Workload], state: &State, w: usize) -> Vec<usize> {
+pub(super) fn feasible_nodes(nodes: &[Node], workloads: &[Workload], state: &State, w: usize) -> Vec<usize> {
     (0..nodes.len()).filter(|&n| feasible(nodes, workloads, state, w, n)).collect()
 }
 

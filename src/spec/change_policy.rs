@@ -25,7 +25,7 @@ pub struct ChangePolicy {
 }
 
 /// Checks the block; every problem is pushed to `diags`.
-pub fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePolicy {
+pub(super) fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePolicy {
     let Some(raw) = raw else { return ChangePolicy::default() };
     let mut out = ChangePolicy {
         mode: raw.mode.as_ref().map_or(ChangeMode::Minimal, |m| m.value),
@@ -56,7 +56,7 @@ pub fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePolicy {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{ChangeMode, ChangePolicy, Diagnostics, Raw, validate};
     use crate::diagnostics::{FileId, Span};
     use crate::manifest::Sp;
 

@@ -10,10 +10,10 @@ use crate::catalog::GpuModel;
 use crate::diagnostics::{Diagnostic, Span, codes};
 
 /// Exclusions by less than this share of the usable memory are reported.
-pub const NEAR_MISS: f64 = 0.03;
+pub(super) const NEAR_MISS: f64 = 0.03;
 
 /// The warnings for one model. `gpus` may repeat a GPU (several pools); each is judged once.
-pub fn near_misses(
+pub(super) fn near_misses(
     model: &str,
     memory_mib: u64,
     headroom: f64,
@@ -55,7 +55,7 @@ pub fn near_misses(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Span, near_misses};
     use crate::catalog::Catalog;
     use crate::diagnostics::FileId;
 

@@ -8,11 +8,11 @@
 //! harness (`crate::bench`) calls it with parts it generated (a test enforces that no other code
 //! writes a `Spec` literal).
 
-pub mod change_policy;
+mod change_policy;
 pub mod deployment;
 mod headroom;
-pub mod names;
-pub mod units;
+pub(crate) mod names;
+mod units;
 mod validate;
 
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@
 
 /// Checks a DNS-1123 label: at most 63 lowercase letters, digits and `-`, starting and ending with a
 /// letter or digit.
-pub fn dns_label(name: &str) -> Result<(), String> {
+pub(crate) fn dns_label(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("it is empty".into());
     }
@@ -30,7 +30,7 @@ pub fn dns_label(name: &str) -> Result<(), String> {
 
 /// A DNS-1123 label made of any name: lowercase, other characters as `-`, at most 63 characters.
 /// The one label sanitiser: suggestions for bad names, and `render::names::resource_slug`.
-pub fn suggest_label(name: &str) -> String {
+pub(crate) fn suggest_label(name: &str) -> String {
     let mut s: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
     s = s.trim_matches('-').to_owned();
@@ -39,7 +39,7 @@ pub fn suggest_label(name: &str) -> String {
 }
 
 /// Checks a DNS-1123 subdomain: dot-separated labels, at most 253 characters.
-pub fn dns_subdomain(name: &str) -> Result<(), String> {
+pub(crate) fn dns_subdomain(name: &str) -> Result<(), String> {
     if name.len() > 253 {
         return Err(format!("it is {} characters long, more than 253", name.len()));
     }
@@ -57,7 +57,7 @@ pub fn dns_subdomain(name: &str) -> Result<(), String> {
 
 /// Checks a label name: a label key's name part, or a label value that may not be empty (at most
 /// 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit).
-pub fn label_name(name: &str) -> Result<(), String> {
+pub(crate) fn label_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("the name part is empty".into());
     }
@@ -78,7 +78,7 @@ pub fn label_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks a label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters.
-pub fn label_key(key: &str) -> Result<(), String> {
+pub(crate) fn label_key(key: &str) -> Result<(), String> {
     match key.split_once('/') {
         Some((prefix, name)) => {
             dns_subdomain(prefix)
@@ -90,12 +90,12 @@ pub fn label_key(key: &str) -> Result<(), String> {
 }
 
 /// Checks a label value: empty, or a label name.
-pub fn label_value(value: &str) -> Result<(), String> {
+pub(crate) fn label_value(value: &str) -> Result<(), String> {
     if value.is_empty() { Ok(()) } else { label_name(value) }
 }
 
 /// Checks an IANA service name (container port names).
-pub fn port_name(name: &str) -> Result<(), String> {
+pub(crate) fn port_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 15 {
         return Err(format!("it has {} characters; a port name has 1 to 15", name.len()));
     }
@@ -112,7 +112,7 @@ pub fn port_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks an environment variable name.
-pub fn env_name(name: &str) -> Result<(), String> {
+pub(crate) fn env_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("it is empty".into());
     }
@@ -128,7 +128,7 @@ pub fn env_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks a ConfigMap key: at most 253 letters, digits, `-`, `_` and `.`, and not `.` or `..`.
-pub fn configmap_key(key: &str) -> Result<(), String> {
+pub(crate) fn configmap_key(key: &str) -> Result<(), String> {
     if key.is_empty() || key.len() > 253 {
         return Err(format!("it has {} characters; a ConfigMap key has 1 to 253", key.len()));
     }
@@ -145,7 +145,7 @@ pub fn configmap_key(key: &str) -> Result<(), String> {
 
 /// Checks an extended resource name: a DNS-subdomain domain, `/`, and a label name
 /// (`nvidia.com/mig-3g.40gb`).
-pub fn extended_resource(name: &str) -> Result<(), String> {
+pub(crate) fn extended_resource(name: &str) -> Result<(), String> {
     let Some((domain, rest)) = name.split_once('/') else {
         return Err("it has no `<domain>/` prefix".into());
     };
@@ -154,7 +154,7 @@ pub fn extended_resource(name: &str) -> Result<(), String> {
 }
 
 /// Checks an image reference: printable ASCII without spaces (the kubelet rejects the rest anyway).
-pub fn image(reference: &str) -> Result<(), String> {
+pub(crate) fn image(reference: &str) -> Result<(), String> {
     if reference.is_empty() {
         return Err("it is empty".into());
     }

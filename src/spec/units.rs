@@ -7,7 +7,7 @@
 
 /// Why a quantity did not parse: a message and a hint, both ready for a diagnostic.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnitError {
+pub(super) struct UnitError {
     pub message: String,
     pub help: String,
     /// The quantity is well formed but its value is out of range (zero, absurdly large).
@@ -38,14 +38,14 @@ const DURATION_UNITS: &[(&str, f64)] = &[("us", 0.001), ("ms", 1.0), ("s", 1000.
 const RATE_UNITS: &[(&str, f64)] = &[("rps", 1.0), ("rpm", 1.0 / 60.0)];
 
 /// Largest memory size accepted: 1 PiB, in MiB.
-pub const MAX_MEMORY_MIB: f64 = 1_073_741_824.0;
+pub(super) const MAX_MEMORY_MIB: f64 = 1_073_741_824.0;
 /// Longest duration accepted: one day, in milliseconds.
-pub const MAX_DURATION_MS: f64 = 86_400_000.0;
+pub(super) const MAX_DURATION_MS: f64 = 86_400_000.0;
 /// Highest rate accepted, in requests per second.
-pub const MAX_RATE_RPS: f64 = 1e9;
+pub(super) const MAX_RATE_RPS: f64 = 1e9;
 
 /// Parses a memory size into MiB, rounded up.
-pub fn memory_mib(text: &str) -> Result<u64, UnitError> {
+pub(super) fn memory_mib(text: &str) -> Result<u64, UnitError> {
     let bytes = quantity(text, "memory size", MEMORY_UNITS, "`10GiB`, `9600MiB` or `12GB`")?;
     let zero = "give the device memory one replica needs, such as `10GiB`";
     let over =
@@ -54,14 +54,14 @@ pub fn memory_mib(text: &str) -> Result<u64, UnitError> {
 }
 
 /// Parses a duration into milliseconds.
-pub fn duration_ms(text: &str) -> Result<f64, UnitError> {
+pub(super) fn duration_ms(text: &str) -> Result<f64, UnitError> {
     let ms = quantity(text, "duration", DURATION_UNITS, "`300ms` or `1.5s`")?;
     let over = (MAX_DURATION_MS, "is longer than a day", "check the unit: `ms`, not `m`");
     in_range(text, ms, "duration", "give a positive duration, such as `300ms`", over)
 }
 
 /// Parses a request rate into requests per second.
-pub fn rate_rps(text: &str) -> Result<f64, UnitError> {
+pub(super) fn rate_rps(text: &str) -> Result<f64, UnitError> {
     let rps = quantity(text, "request rate", RATE_UNITS, "`40rps` or `600rpm`")?;
     let over = (MAX_RATE_RPS, "is above a billion requests per second", "check the number and the unit");
     in_range(text, rps, "rate", "give a positive rate, such as `40rps`", over)
@@ -154,7 +154,7 @@ fn unit_hint<'a>(unit: &str, units: &'a [(&'a str, f64)]) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{duration_ms, memory_mib, rate_rps};
 
     #[test]
     fn memory_units_are_binary_or_decimal() {

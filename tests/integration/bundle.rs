@@ -11,13 +11,13 @@ use serde_json::Value;
 
 use crate::fixtures_plans::{self as fx, Fixture};
 
-pub fn bundle(f: &Fixture) -> Bundle {
+pub(crate) fn bundle(f: &Fixture) -> Bundle {
     render(&f.spec, &fx::catalog(), &f.plan, &Templates::builtin())
         .unwrap_or_else(|d| panic!("fixture `{}` does not render: {d:?}", f.name))
 }
 
 /// Every document of every YAML file of a bundle, with its file.
-pub fn documents(bundle: &Bundle) -> Vec<(String, Value)> {
+pub(crate) fn documents(bundle: &Bundle) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for (path, text) in bundle.files.iter().filter(|(p, _)| p.ends_with(".yaml")) {
         let docs: Vec<Value> =

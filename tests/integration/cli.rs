@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-pub fn gpuplan() -> Command {
+pub(crate) fn gpuplan() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gpuplan"))
 }
 

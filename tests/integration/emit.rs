@@ -11,7 +11,7 @@ use crate::bundle::bundle;
 use crate::fixtures_plans as fx;
 
 /// Every file under `dir` (relative path → bytes), for before/after comparisons.
-pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -15,18 +15,18 @@ use gpuplan::plan::{
 };
 use gpuplan::spec::{ArgoCd, Demand, Flux, Isolation, Model, Nodes, Policy, Pool, Port, Spec, Spread, Taint};
 
-pub const A100: &str = "A100-SXM4-80GB";
+pub(crate) const A100: &str = "A100-SXM4-80GB";
 
 /// One test case: a spec and the plan made for it.
 #[derive(Debug)]
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub name: String,
     pub spec: Spec,
     pub plan: Plan,
 }
 
 /// Every fixture plan: the hand-built ones, then every example manifest the pipeline compiles.
-pub fn all() -> Vec<Fixture> {
+pub(crate) fn all() -> Vec<Fixture> {
     let mut all = vec![voice_pipeline(), time_sliced(), autoscaled(), multi_gpu()];
     all.extend(examples());
     all
@@ -35,7 +35,7 @@ pub fn all() -> Vec<Fixture> {
 /// `examples/*.yaml` and `examples/*/gpuplan.yaml`, compiled with the real front end and planner.
 /// A manifest the pipeline refuses is left out here: whether every example compiles is the
 /// examples test's job; these tests check the bundles of those that do.
-pub fn examples() -> Vec<Fixture> {
+pub(crate) fn examples() -> Vec<Fixture> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
     let mut paths: Vec<std::path::PathBuf> = entries
@@ -69,18 +69,18 @@ pub fn examples() -> Vec<Fixture> {
         .collect()
 }
 
-pub fn catalog() -> Catalog {
+pub(crate) fn catalog() -> Catalog {
     Catalog::builtin()
 }
 
 /// The harness's spec ([`Spec::from_parts`]) with 5% memory headroom and 0.9 time-slicing
 /// efficiency.
-pub fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
+pub(crate) fn spec(name: &str, pools: Vec<Pool>, models: Vec<Model>) -> Spec {
     let policy = Policy { memory_headroom: 0.05, time_slicing_efficiency: 0.9, ..gpuplan::bench::policy() };
     gpuplan::bench::spec_with(name, pools, models, policy)
 }
 
-pub fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
+pub(crate) fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
     Pool {
         name: name.to_owned(),
         gpu: A100.to_owned(),
@@ -96,7 +96,7 @@ pub fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
     }
 }
 
-pub fn model(name: &str, image: &str, replicas: u32) -> Model {
+pub(crate) fn model(name: &str, image: &str, replicas: u32) -> Model {
     Model {
         name: name.to_owned(),
         image: image.to_owned(),
@@ -127,7 +127,7 @@ fn port(name: &str, port: u16) -> Port {
 
 /// A MIG GPU whose instances are placed by the catalog's layout rule; `tenants` maps a profile
 /// occurrence (in placement order) to a model.
-pub fn mig_gpu(index: u32, profiles: &[&str], tenants: &[Option<&str>]) -> GpuPlan {
+pub(crate) fn mig_gpu(index: u32, profiles: &[&str], tenants: &[Option<&str>]) -> GpuPlan {
     let catalog = catalog();
     let gpu = catalog.get(A100).expect("the catalog has the A100-80GB");
     let instances = layout::validate(gpu, profiles).expect("fixture layouts are valid");
@@ -139,7 +139,7 @@ pub fn mig_gpu(index: u32, profiles: &[&str], tenants: &[Option<&str>]) -> GpuPl
     GpuPlan { index, uuid: None, mode: GpuMode::Mig { instances }, tenants }
 }
 
-pub fn whole_gpu(index: u32, model: Option<&str>) -> GpuPlan {
+pub(crate) fn whole_gpu(index: u32, model: Option<&str>) -> GpuPlan {
     match model {
         Some(m) => GpuPlan {
             index,
@@ -206,7 +206,7 @@ fn quality(used: u32, lower: u32, baseline: u32, cost: Option<f64>) -> Quality {
 
 /// The seed's voice pipeline: ASR (2 replicas) and TTS share GPU 0 of `gpu-a-1` through MIG,
 /// the LLM has GPU 1 whole; `gpu-a-2` stays unused. `gpu-a-1`'s layout changes (drain).
-pub fn voice_pipeline() -> Fixture {
+pub(crate) fn voice_pipeline() -> Fixture {
     let mut asr = model("parakeet-asr", "nvcr.io/nim/nvidia/parakeet-1-1b-ctc-en-us:1.0.0", 2);
     asr.ports = vec![port("grpc", 50051)];
     asr.env = vec![("NIM_TAGS_SELECTOR".to_owned(), "mode=ofl".to_owned())];
@@ -278,7 +278,7 @@ pub fn voice_pipeline() -> Fixture {
 
 /// Small shared models time-sliced on one whole GPU (4 slots), on a tainted pool with a node
 /// selector.
-pub fn time_sliced() -> Fixture {
+pub(crate) fn time_sliced() -> Fixture {
     let mut embed = model("embedder", "ghcr.io/example/embedder:2.1", 3);
     embed.isolation = Isolation::Shared;
     embed.spread = Spread::Gpu;
@@ -345,7 +345,7 @@ pub fn time_sliced() -> Fixture {
 
 /// An autoscaled pool whose node template carries a 7 × 1g.10gb layout; the reranker's replicas
 /// are spread over GPUs. The plan gives the device filter itself.
-pub fn autoscaled() -> Fixture {
+pub(crate) fn autoscaled() -> Fixture {
     let mut rerank = model("reranker", "ghcr.io/example/reranker:1.4", 10);
     rerank.spread = Spread::Gpu;
     let mut pool = pool("burst", 1, Nodes::Autoscaled { min: 0, max: 4 });
@@ -390,7 +390,7 @@ pub fn autoscaled() -> Fixture {
 
 /// A tensor-parallel model on 4 whole GPUs of one node, next to a model split over two groups
 /// (MIG and whole GPU); Argo CD and Flux wrappers on.
-pub fn multi_gpu() -> Fixture {
+pub(crate) fn multi_gpu() -> Fixture {
     let mut big = model("llama-405b", "nvcr.io/nim/meta/llama-3.1-405b-instruct:1.3.0", 1);
     big.gpus = Some(4);
     big.memory_mib = 300 * 1024;

@@ -434,7 +434,7 @@ fn never_uses_more_gpus_than_first_fit_decreasing_nor_fewer_than_the_bound() {
 }
 
 /// A deterministic synthetic fleet: `models` models of mixed sizes over two A100 pools.
-pub fn synthetic(models: usize, nodes_per_pool: usize) -> Spec {
+pub(crate) fn synthetic(models: usize, nodes_per_pool: usize) -> Spec {
     synthetic_seeded(models, nodes_per_pool, 0x9E37_79B9_7F4A_7C15)
 }
 

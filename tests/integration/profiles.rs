@@ -36,12 +36,12 @@ fn invalid_measurement_files_are_reported_with_positions() {
 }
 
 /// The folder of the vendored ParvaGPU artifact.
-pub fn parvagpu_dir() -> PathBuf {
+pub(crate) fn parvagpu_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/parvagpu")
 }
 
 /// The vendored ParvaGPU artifact, loaded as the benchmark loads it.
-pub fn parvagpu_dataset(options: ImportOptions) -> Dataset {
+pub(crate) fn parvagpu_dataset(options: ImportOptions) -> Dataset {
     let dir = parvagpu_dir();
     let texts = Files::paths().into_iter().map(|(key, path)| {
         let text =

@@ -201,7 +201,7 @@ impl NodeA {
         self.gpus.iter().filter(|d| !matches!(d, Dev::Unused)).count()
     }
 
-    pub fn used(&self) -> bool {
+    pub(super) fn used(&self) -> bool {
         self.gpus.iter().any(|d| !matches!(d, Dev::Unused))
     }
 }
@@ -232,12 +232,12 @@ pub(crate) struct Assignment {
 }
 
 impl Assignment {
-    pub fn gpus_used(&self) -> u64 {
+    pub(super) fn gpus_used(&self) -> u64 {
         self.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus).filter(|d| **d != Dev::Unused).count()
             as u64
     }
 
-    pub fn cost(&self, problem: &Problem<'_>) -> f64 {
+    pub(super) fn cost(&self, problem: &Problem<'_>) -> f64 {
         self.pools
             .iter()
             .zip(&problem.pools)

@@ -1,6 +1,9 @@
 //! Rate demands and their measured points.
 
-use super::*;
+use super::{CheckedPool, DEFAULT_ADMISSION_FACTOR, MAX_REPLICAS, Validator};
+use crate::diagnostics::{Diagnostic, codes};
+use crate::manifest::{self as raw, Manifest};
+use crate::spec::{Demand, Latency, MeasuredPoint, RateDemand, error, units};
 
 impl Validator<'_> {
     pub(super) fn demand(

@@ -18,14 +18,14 @@ mod demand;
 mod models;
 mod pools;
 
-use std::collections::BTreeMap;
-
 use super::names;
 use super::units;
-use super::*;
 use crate::catalog::{Catalog, GpuModel};
-use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes, nearest};
-use crate::manifest::{self as raw, API_VERSION, KIND, Manifest, ModelClass, Sp};
+use crate::diagnostics::{Diagnostic, Diagnostics, Span, codes};
+use crate::manifest::{self as raw, API_VERSION, KIND, Manifest, Sp};
+use crate::spec::{
+    ArgoCd, Cluster, Flux, MigStrategy, OutputOptions, Policy, Pool, Spec, TimeSlicingOptions, error,
+};
 
 /// Default workload namespace.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -40,13 +40,13 @@ pub const DEFAULT_TIME_SLICING_EFFICIENCY: f64 = 0.76;
 /// Default admission factor of measured points (ParvaGPU: latency < 0.45 × SLO).
 pub const DEFAULT_ADMISSION_FACTOR: f64 = 0.45;
 /// Default compute share of a model without `gpus`.
-pub const DEFAULT_COMPUTE: f64 = 0.1;
+pub(super) const DEFAULT_COMPUTE: f64 = 0.1;
 /// Most replicas a model may ask for.
-pub const MAX_REPLICAS: i128 = 100_000;
+pub(super) const MAX_REPLICAS: i128 = 100_000;
 /// Most GPUs a node may have.
-pub const MAX_GPUS_PER_NODE: i128 = 16;
+pub(super) const MAX_GPUS_PER_NODE: i128 = 16;
 /// Most nodes an autoscaled pool may have.
-pub const MAX_POOL_NODES: i128 = 100_000;
+pub(super) const MAX_POOL_NODES: i128 = 100_000;
 
 /// Checks a manifest against the catalog. Returns the spec and any warnings, or every problem.
 pub fn validate(manifest: &Manifest, catalog: &Catalog) -> Result<(Spec, Diagnostics), Diagnostics> {

@@ -1,7 +1,13 @@
 //! Each model: its container, latency objective, the pools it may use, conflicting fields, and
 //! whether one replica can run at all on them (memory, whole GPUs per node, spread).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::{CheckedPool, DEFAULT_COMPUTE, MAX_GPUS_PER_NODE, MAX_REPLICAS, Validator, ticks};
+use crate::catalog::GpuModel;
+use crate::diagnostics::{Diagnostic, Span, codes, nearest};
+use crate::manifest::{self as raw, Manifest, ModelClass, Sp};
+use crate::spec::{BaselineGpu, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, names};
 
 impl Validator<'_> {
     pub(super) fn models(

@@ -1,6 +1,12 @@
 //! The inventory: pools, their GPUs and nodes, the MIG layouts nodes run today.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::{CheckedPool, MAX_GPUS_PER_NODE, MAX_POOL_NODES, Validator, ticks};
+use crate::catalog::GpuModel;
+use crate::diagnostics::{Diagnostic, Span, codes, nearest};
+use crate::manifest::{self as raw, Manifest, Sp};
+use crate::spec::{CurrentNode, Nodes, Pool, Taint, error, names};
 
 impl Validator<'_> {
     pub(super) fn pools(&mut self, m: &Manifest) -> Vec<CheckedPool> {
