@@ -115,7 +115,7 @@ pub fn run_mode(
         outcome.changes.retain(|c| c.path.ends_with(".yaml") || c.path.ends_with(".yml"));
     }
     print_summary(ctx, mode, compiled.changes.as_ref())?;
-    print_outcome(ctx, out, mode, &outcome, compiled.changes.as_ref())?;
+    print_outcome(ctx, out, mode, &outcome, (compiled.changes.as_ref(), &compiled.advanced))?;
     if mode == Mode::Write && ctx.format == Format::Human {
         let plan = &compiled.plan;
         ctx.status(&plan.quality.summary(plan.drains()))?;
@@ -320,7 +320,7 @@ fn print_outcome(
     out: &Path,
     mode: Mode,
     outcome: &Outcome,
-    plan_changes: Option<&Changes>,
+    (plan_changes, advanced): (Option<&Changes>, &Report),
 ) -> anyhow::Result<()> {
     if ctx.format == Format::Json {
         let changes: Vec<serde_json::Value> = outcome
@@ -343,6 +343,9 @@ fn print_outcome(
             // The semantic diff (null on a first compile): fit for a pull-request comment.
             doc["summary"] = serde_json::to_value(plan_changes)?;
         }
+        // Held nodes the cluster confirmed (`--observed`): released by `compile`.
+        doc["readyToAdvance"] = serde_json::to_value(&advanced.confirmed)?;
+        doc["migConfigFailed"] = serde_json::to_value(&advanced.failed)?;
         return ctx.json(&doc);
     }
     match mode {

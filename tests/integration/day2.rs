@@ -778,11 +778,12 @@ fn a_previous_plan_that_no_longer_matches_is_a_note_not_a_crash() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.starts_with("Plan changes against the committed plan:"), "{text}");
     assert!(text.contains("note:"), "{text}");
-    // A plan.json that is not a plan: a warning, then a from-scratch plan.
+    // A plan.json that is not a plan: refused, pointing at the file (tests/integration/transition.rs
+    // checks that nothing is written).
     std::fs::write(d.0.join("out/plan.json"), "[not a plan").expect("write");
     let o = gpuplan().arg("compile").arg(&manifest).arg("-o").arg(d.0.join("out")).output().expect("runs");
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("planning from scratch"));
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("previous-plan-unreadable"));
 }
 
 #[test]
