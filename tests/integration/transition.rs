@@ -11,8 +11,8 @@ use std::path::Path;
 
 use super::cli::gpuplan;
 use super::day2::{
-    Dir, Fleet, Rng, compile, copy_dir, drained_by_rule, must_drain, plan_json, random_edit, read_tree,
-    sequence_cases,
+    Dir, compile, copy_dir, drained_by_rule, must_drain, plan_json, random_edit, read_tree, sequence_cases,
+    start_history,
 };
 
 /// Runs gpuplan; (exit code, stdout, stderr). Exit 2 is gpuplan's bug and fails the test.
@@ -353,12 +353,9 @@ fn multi_week_histories_keep_every_committed_bundle_safe() {
     let mut failures = Vec::new();
     let mut released = 0;
     for seed in 7000..7000 + sequence_cases() {
-        let d = Dir::new(&format!("history-{seed}"));
-        let mut fleet = Fleet::random_wide(seed);
-        let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        if compile(&d.0, &fleet, "out", &[]) != 0 {
+        let Some((d, mut fleet, mut r)) = start_history("history", seed, 0x9E37_79B9_7F4A_7C15) else {
             continue;
-        }
+        };
         for week in 0..6 {
             let before = plan_json(&d.0.join("out"));
             let last = configmaps(&d.0.join("out"));
