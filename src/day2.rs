@@ -26,6 +26,20 @@ pub struct ObservedError {
     pub at: Option<(usize, usize)>,
 }
 
+/// The Nodes of `kubectl get nodes -o json` output: a `List`/`NodeList`'s items, or one `Node`.
+fn node_items(doc: &serde_json::Value) -> Result<Vec<&serde_json::Value>, String> {
+    match doc.get("items").and_then(|i| i.as_array()) {
+        Some(items) => Ok(items.iter().collect()),
+        None if doc.get("kind").and_then(|k| k.as_str()) == Some("Node") => Ok(vec![doc]),
+        None => Err("expected `kubectl get nodes -o json` output (a NodeList or a Node)".to_owned()),
+    }
+}
+
+/// A label of a Node object, if it has it.
+fn node_label(item: &serde_json::Value, key: &str) -> Option<String> {
+    item.pointer("/metadata/labels")?.get(key)?.as_str().map(str::to_owned)
+}
+
 /// Reads `kubectl get nodes -o json` (a `List`/`NodeList`, or one `Node`) into the labels the
 /// transition gate reads ([`Observed`]). A node without a name is refused; a node without
 /// the labels is kept (it carries none of them).
@@ -33,11 +47,7 @@ pub fn observed(text: &str) -> Result<Observed, ObservedError> {
     let doc: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| ObservedError { message: format!("not JSON: {e}"), at: Some((e.line(), e.column())) })?;
     let refuse = |m: &str| ObservedError { message: m.to_owned(), at: None };
-    let items: Vec<&serde_json::Value> = match doc.get("items").and_then(|i| i.as_array()) {
-        Some(items) => items.iter().collect(),
-        None if doc.get("kind").and_then(|k| k.as_str()) == Some("Node") => vec![&doc],
-        None => return Err(refuse("expected `kubectl get nodes -o json` output (a NodeList or a Node)")),
-    };
+    let items = node_items(&doc).map_err(|m| refuse(&m))?;
     let mut out = Observed::default();
     for item in items {
         if item.get("kind").and_then(|k| k.as_str()).is_some_and(|k| k != "Node") {
@@ -46,13 +56,7 @@ pub fn observed(text: &str) -> Result<Observed, ObservedError> {
         let Some(name) = item.pointer("/metadata/name").and_then(|n| n.as_str()) else {
             return Err(refuse("a Node without `metadata.name`"));
         };
-        let label = |k: &str| {
-            item.get("metadata")
-                .and_then(|m| m.get("labels"))
-                .and_then(|l| l.get(k))
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
-        };
+        let label = |k: &str| node_label(item, k);
         out.nodes.insert(
             name.to_owned(),
             ObservedNode {
@@ -91,11 +95,7 @@ pub fn import_current(
 ) -> Result<Vec<ImportedNode>, String> {
     use crate::catalog::migparted::{Devices, MigPartedConfig};
     let doc: serde_json::Value = serde_json::from_str(nodes_json).map_err(|e| format!("not JSON: {e}"))?;
-    let items: Vec<&serde_json::Value> = match doc.get("items").and_then(|i| i.as_array()) {
-        Some(items) => items.iter().collect(),
-        None if doc.get("kind").and_then(|k| k.as_str()) == Some("Node") => vec![&doc],
-        None => return Err("expected `kubectl get nodes -o json` output (a NodeList or a Node)".to_owned()),
-    };
+    let items = node_items(&doc)?;
     let parted = match mig_config {
         None => None,
         Some(text) => {
@@ -113,13 +113,7 @@ pub fn import_current(
     let mut out = Vec::new();
     for item in items {
         let name = item.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_owned();
-        let label = |k: &str| {
-            item.get("metadata")
-                .and_then(|m| m.get("labels"))
-                .and_then(|l| l.get(k))
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
-        };
+        let label = |k: &str| node_label(item, k);
         let Some(product) = label("nvidia.com/gpu.product") else { continue };
         let mut notes = Vec::new();
         let base = product.split("-MIG-").next().unwrap_or(&product).trim_end_matches("-SHARED").to_owned();

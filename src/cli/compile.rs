@@ -118,7 +118,7 @@ pub(super) fn run_mode(
     }
     print_summary(ctx, mode, compiled.changes.as_ref())?;
     super::diff::print_objects(ctx, mode, &objects)?;
-    print_outcome(ctx, out, mode, &outcome, (compiled.changes.as_ref(), &objects))?;
+    print_outcome(ctx, out, mode, &outcome, (compiled.changes.as_ref(), &objects, &compiled.advanced))?;
     if mode == Mode::Write && ctx.format == Format::Human {
         let plan = &compiled.plan;
         ctx.status(&plan.quality.summary(plan.drains()))?;
@@ -323,7 +323,7 @@ fn print_outcome(
     out: &Path,
     mode: Mode,
     outcome: &Outcome,
-    (plan_changes, objects): (Option<&Changes>, &emit::summary::ObjectSummary),
+    (plan_changes, objects, advanced): (Option<&Changes>, &emit::summary::ObjectSummary, &Report),
 ) -> anyhow::Result<()> {
     if ctx.format == Format::Json {
         let changes: Vec<serde_json::Value> = outcome
@@ -346,6 +346,9 @@ fn print_outcome(
             // The semantic diff, fit for a pull-request comment (docs/ci.md).
             doc["summary"] = super::diff::summary_json(serde_json::to_value(plan_changes)?, objects)?;
         }
+        // Held nodes the cluster confirmed (`--observed`): released by `compile`.
+        doc["readyToAdvance"] = serde_json::to_value(&advanced.confirmed)?;
+        doc["migConfigFailed"] = serde_json::to_value(&advanced.failed)?;
         return ctx.json(&doc);
     }
     match mode {

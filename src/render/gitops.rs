@@ -155,6 +155,49 @@ pub(super) fn argocd_application(spec: &Spec, argo: &ArgoCd) -> Result<String, D
     Ok(super::join_documents(&[to_yaml(&main)?, to_yaml(&drain)?]))
 }
 
+/// Argo CD's resource health check for Nodes (`resource.customizations.health.Node` in
+/// `argocd-cm`; core kinds take no group prefix, argoproj/argo-cd#29254): a Node is
+/// Progressing while the MIG manager applies its `nvidia.com/mig.config` (`pending`,
+/// `rebooting`), Degraded when it reports `failed`, Healthy on `success` or without the label
+/// (no MIG manager there). With it, a sync waits for the Node patches of an earlier sync wave to
+/// be applied before the workloads of a later wave, and `argocd app wait --health` on the drain
+/// Application waits for a wave's nodes. The text is fixed: it is a file, not an object of the
+/// bundle (`argocd-cm` lives in Argo CD's namespace, outside the bundle's sync).
+pub fn argocd_node_health(argo: &ArgoCd) -> String {
+    format!(
+        r#"# Argo CD health check for Nodes on the MIG manager's `nvidia.com/mig.config.state` (docs/bundle.md).
+# Not part of the bundle's sync: merge it into Argo CD's own ConfigMap once, for example
+#   kubectl -n {ns} patch configmap argocd-cm --type merge --patch-file argocd/argocd-cm-node-health.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+  namespace: {ns}
+data:
+  resource.customizations.health.Node: |
+    hs = {{}}
+    local labels = {{}}
+    if obj.metadata ~= nil and obj.metadata.labels ~= nil then
+      labels = obj.metadata.labels
+    end
+    local state = labels["nvidia.com/mig.config.state"]
+    local config = labels["nvidia.com/mig.config"] or "(none)"
+    if state == nil or state == "success" then
+      hs.status = "Healthy"
+      hs.message = "MIG config " .. config .. " applied"
+    elseif state == "failed" then
+      hs.status = "Degraded"
+      hs.message = "the MIG manager failed to apply MIG config " .. config
+    else
+      hs.status = "Progressing"
+      hs.message = "the MIG manager is applying MIG config " .. config .. " (" .. state .. ")"
+    end
+    return hs
+"#,
+        ns = argo.namespace
+    )
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct FluxKustomization {
@@ -171,6 +214,10 @@ struct FluxSpec {
     path: String,
     prune: bool,
     wait: bool,
+    /// How long `wait` waits for the objects to be ready (Flux's default is the interval): on
+    /// the workloads, at least the longest startup allowance of a model's Deployments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
     /// Only the `drain` Kustomization is suspended: it is resumed by hand after the drain.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     suspend: bool,
@@ -188,6 +235,23 @@ struct SourceRef {
 #[derive(Debug, Serialize)]
 struct DependsOn {
     name: String,
+}
+
+/// The Flux timeout of the workloads' Kustomization: the longest startup allowance of any
+/// model's startup probe (`initialDelaySeconds + failureThreshold × periodSeconds`, the time the
+/// kubelet gives a container to start), in whole minutes, and never under Flux's default of
+/// the 10-minute interval: a slow model start must not fail the sync.
+fn workloads_timeout(spec: &Spec) -> String {
+    let allowance = spec
+        .models
+        .iter()
+        .filter_map(|m| m.deployment.startup.as_ref())
+        .map(|p| {
+            u64::from(p.initial_delay_seconds) + u64::from(p.failure_threshold) * u64::from(p.period_seconds)
+        })
+        .max()
+        .unwrap_or(0);
+    format!("{}m", allowance.div_ceil(60).max(10))
 }
 
 /// Five Flux `Kustomization`s: GPU Operator configs (and namespace), the node guard, node
@@ -221,6 +285,7 @@ pub(super) fn flux_kustomizations(spec: &Spec, flux: &Flux) -> Result<String, Di
                 path: format!("{base}/{path}"),
                 prune: true,
                 wait: true,
+                timeout: (part == "workloads").then(|| workloads_timeout(spec)),
                 suspend,
                 source_ref: SourceRef { kind: "GitRepository", name: flux.source_name.clone() },
                 depends_on: after.map(|a| DependsOn { name: name(a) }).into_iter().collect(),

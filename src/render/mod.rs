@@ -77,6 +77,9 @@ pub mod paths {
     pub const NODES_KUSTOMIZATION: &str = "nodes/kustomization.yaml";
     pub const WORKLOADS_KUSTOMIZATION: &str = "workloads/kustomization.yaml";
     pub const ARGOCD: &str = "argocd/application.yaml";
+    /// Argo CD's health check for Nodes on `nvidia.com/mig.config.state`: a merge patch for
+    /// `argocd-cm`, outside the bundle's sync.
+    pub const ARGOCD_NODE_HEALTH: &str = "argocd/argocd-cm-node-health.yaml";
     pub const FLUX: &str = "flux/kustomizations.yaml";
 }
 
@@ -229,6 +232,7 @@ pub fn render(
     );
     if let Some(argo) = &spec.cluster.output.argocd {
         put(&mut files, paths::ARGOCD, gitops::argocd_application(spec, argo), &mut diags);
+        files.insert(paths::ARGOCD_NODE_HEALTH.to_owned(), gitops::argocd_node_health(argo));
     }
     if let Some(flux) = &spec.cluster.output.flux {
         put(&mut files, paths::FLUX, gitops::flux_kustomizations(spec, flux), &mut diags);

@@ -122,6 +122,32 @@ struct TaintOut {
     effect: String,
 }
 
+/// The label-only patch of one named node: never creates it (the guard), never pruned.
+fn node_patch(spec: &Spec, node: &NodePlan, labels: BTreeMap<String, String>) -> Result<String, Diagnostic> {
+    let mut annotations = BTreeMap::from([
+        (LABEL_PATCH_ANNOTATION.to_owned(), "true".to_owned()),
+        (SYNC_WAVE.to_owned(), "-1".to_owned()),
+        (
+            "argocd.argoproj.io/sync-options".to_owned(),
+            "ServerSideApply=true,Prune=false,Delete=false".to_owned(),
+        ),
+        // Stays on the live Node when its patch leaves Git: Argo CD then ignores the
+        // extraneous Node instead of reporting the app OutOfSync forever (issue 24).
+        ("argocd.argoproj.io/compare-options".to_owned(), "IgnoreExtraneous".to_owned()),
+        ("kustomize.toolkit.fluxcd.io/prune".to_owned(), "disabled".to_owned()),
+    ]);
+    if node.must_drain {
+        annotations.insert("gpuplan.io/must-drain".to_owned(), "true".to_owned());
+    }
+    let mut all_labels = managed_labels(spec);
+    all_labels.extend(labels);
+    to_yaml(&NodePatch {
+        api_version: "v1",
+        kind: "Node",
+        metadata: Metadata { name: node.name.clone(), namespace: None, labels: all_labels, annotations },
+    })
+}
+
 /// Renders the files under `nodes/`.
 pub(super) fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String>, Diagnostic> {
     let mut files = BTreeMap::new();
@@ -165,33 +191,7 @@ pub(super) fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String
                 group.0 += 1;
                 continue;
             }
-            let mut annotations = BTreeMap::from([
-                (LABEL_PATCH_ANNOTATION.to_owned(), "true".to_owned()),
-                (SYNC_WAVE.to_owned(), "-1".to_owned()),
-                (
-                    "argocd.argoproj.io/sync-options".to_owned(),
-                    "ServerSideApply=true,Prune=false,Delete=false".to_owned(),
-                ),
-                // Stays on the live Node when its patch leaves Git: Argo CD then ignores the
-                // extraneous Node instead of reporting the app OutOfSync forever (issue 24).
-                ("argocd.argoproj.io/compare-options".to_owned(), "IgnoreExtraneous".to_owned()),
-                ("kustomize.toolkit.fluxcd.io/prune".to_owned(), "disabled".to_owned()),
-            ]);
-            if node.must_drain {
-                annotations.insert("gpuplan.io/must-drain".to_owned(), "true".to_owned());
-            }
-            let mut all_labels = managed_labels(spec);
-            all_labels.extend(labels);
-            let patch = to_yaml(&NodePatch {
-                api_version: "v1",
-                kind: "Node",
-                metadata: Metadata {
-                    name: node.name.clone(),
-                    namespace: None,
-                    labels: all_labels,
-                    annotations,
-                },
-            })?;
+            let patch = node_patch(spec, node, labels)?;
             // A node whose layout changes is relabelled only after its drain (held back).
             if node.must_drain {
                 held_back.push((node.name.clone(), patch));

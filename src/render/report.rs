@@ -126,7 +126,20 @@ pub(crate) fn render(
              the config (`nvidia.com/mig.config.state=success`), then `kubectl uncordon`.\n\n",
         );
         for node in drain {
-            let _ = writeln!(md, "- `{}` → mig config `{}`", md_code(&node.name), md_code(&node.mig_config));
+            let _ = write!(md, "- `{}` → mig config `{}`", md_code(&node.name), md_code(&node.mig_config));
+            if let Some(t) = &node.transition {
+                let today = if t.carries.mig_config.is_empty() {
+                    "the manifest's `current` layout".to_owned()
+                } else {
+                    format!("`{}`", md_code(&t.carries.mig_config))
+                };
+                let _ = write!(
+                    md,
+                    " (held in `nodes/drain/{}.yaml`; carries {today} today)",
+                    md_code(&node.name)
+                );
+            }
+            md.push('\n');
         }
     }
     md.push_str(&super::dra::plan_md(spec, catalog, plan));

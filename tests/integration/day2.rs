@@ -592,6 +592,16 @@ fn other_changes_repartition_only_reported_nodes_and_waves_keep_budgets() {
 
 /// How many random fleets [`random_edit_sequences_keep_the_guarantees`] tries: 3 in CI,
 /// more with `GPUPLAN_DAY2_CASES=<n>` when hunting for failures locally.
+/// The start of a history: a wide random fleet of `seed` compiled into `dir/out`, and the
+/// generator of its edits (`salt` keeps the histories of different tests apart); `None` when
+/// the first compile refuses the fleet.
+pub(super) fn start_history(tag: &str, seed: u64, salt: u64) -> Option<(Dir, Fleet, Rng)> {
+    let d = Dir::new(&format!("{tag}-{seed}"));
+    let fleet = Fleet::random_wide(seed);
+    let r = Rng(seed.wrapping_mul(salt) | 1);
+    (compile(&d.0, &fleet, "out", &[]) == 0).then_some((d, fleet, r))
+}
+
 pub(super) fn sequence_cases() -> u64 {
     std::env::var("GPUPLAN_DAY2_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
 }
@@ -695,12 +705,7 @@ fn random_edit_sequences_keep_the_guarantees() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for seed in 1000..1000 + sequence_cases() {
-        let d = Dir::new(&format!("seq-{seed}"));
-        let mut fleet = Fleet::random_wide(seed);
-        let mut r = Rng(seed.wrapping_mul(0xA24B_AED4_963E_E407) | 1);
-        if compile(&d.0, &fleet, "out", &[]) != 0 {
-            continue;
-        }
+        let Some((d, mut fleet, mut r)) = start_history("seq", seed, 0xA24B_AED4_963E_E407) else { continue };
         for step in 0..6 {
             let _ = std::fs::remove_dir_all(d.0.join("before"));
             copy_dir(&d.0.join("out"), &d.0.join("before"));
@@ -778,11 +783,12 @@ fn a_previous_plan_that_no_longer_matches_is_a_note_not_a_crash() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.starts_with("Plan changes against the committed plan:"), "{text}");
     assert!(text.contains("note:"), "{text}");
-    // A plan.json that is not a plan: a warning, then a from-scratch plan.
+    // A plan.json that is not a plan: refused, pointing at the file (tests/integration/transition.rs
+    // checks that nothing is written).
     std::fs::write(d.0.join("out/plan.json"), "[not a plan").expect("write");
     let o = gpuplan().arg("compile").arg(&manifest).arg("-o").arg(d.0.join("out")).output().expect("runs");
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("planning from scratch"));
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("previous-plan-unreadable"));
 }
 
 #[test]

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use super::cli::gpuplan;
 use super::day2::{
-    Dir, Fleet, Rng, compile, copy_dir, drained_by_rule, must_drain, plan_json, random_edit, read_tree,
-    sequence_cases,
+    Dir, compile, copy_dir, drained_by_rule, must_drain, plan_json, random_edit, read_tree, sequence_cases,
+    start_history,
 };
 
 /// Runs gpuplan; (exit code, stdout, stderr). Exit 2 is gpuplan's bug and fails the test.
@@ -135,6 +135,18 @@ fn held(plan: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
         .collect()
 }
 
+/// `examples/dev-l4-timeslicing` as `dir/m.yaml`, compiled into `dir/out`; its text.
+fn compiled_example(dir: &Path) -> String {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/dev-l4-timeslicing/gpuplan.yaml"
+    ))
+    .expect("example");
+    std::fs::write(dir.join("m.yaml"), &example).expect("write");
+    assert_eq!(run(&["compile", "m.yaml", "-o", "out", "--quiet"], dir).0, 0);
+    example
+}
+
 /// The sequence on `examples/dev-l4-timeslicing`: compile; `maxTimeSlicingReplicas` 4 → 2
 /// and a fourth node; compile holds a node back; `check` is clean; a second compile changes no
 /// byte and keeps it held; `--observed` with the node confirmed is "ready to advance" for
@@ -142,13 +154,7 @@ fn held(plan: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
 #[test]
 fn the_dev_l4_sequence_holds_the_drain_until_the_cluster_confirms_it() {
     let d = Dir::new("dev-l4-sequence");
-    let example = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/dev-l4-timeslicing/gpuplan.yaml"
-    ))
-    .expect("example");
-    std::fs::write(d.0.join("m.yaml"), &example).expect("write");
-    assert_eq!(run(&["compile", "m.yaml", "-o", "out", "--quiet"], &d.0).0, 0);
+    let example = compiled_example(&d.0);
     let edited = example.replace("maxTimeSlicingReplicas: 4", "maxTimeSlicingReplicas: 2").replace(
         "nodes: [dev-gpu-1, dev-gpu-2, dev-gpu-3]",
         "nodes: [dev-gpu-1, dev-gpu-2, dev-gpu-3, dev-gpu-4]",
@@ -196,13 +202,7 @@ fn the_dev_l4_sequence_holds_the_drain_until_the_cluster_confirms_it() {
 #[test]
 fn an_unreadable_plan_json_is_refused_with_nothing_written() {
     let d = Dir::new("conflicted");
-    let example = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/dev-l4-timeslicing/gpuplan.yaml"
-    ))
-    .expect("example");
-    std::fs::write(d.0.join("m.yaml"), &example).expect("write");
-    assert_eq!(run(&["compile", "m.yaml", "-o", "out", "--quiet"], &d.0).0, 0);
+    compiled_example(&d.0);
     let out = d.0.join("out");
     let good = std::fs::read_to_string(out.join("plan.json")).expect("plan.json");
     let conflicted = format!("<<<<<<< HEAD\n{good}=======\n{good}>>>>>>> feature\n");
@@ -249,13 +249,7 @@ fn an_unreadable_plan_json_is_refused_with_nothing_written() {
 #[test]
 fn observed_files_are_checked() {
     let d = Dir::new("observed");
-    let example = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/dev-l4-timeslicing/gpuplan.yaml"
-    ))
-    .expect("example");
-    std::fs::write(d.0.join("m.yaml"), &example).expect("write");
-    assert_eq!(run(&["compile", "m.yaml", "-o", "out", "--quiet"], &d.0).0, 0);
+    compiled_example(&d.0);
     for (what, text) in [
         ("not JSON", "{\"items\": [".to_owned()),
         ("not nodes", "{\"kind\": \"Pod\"}".to_owned()),
@@ -359,12 +353,9 @@ fn multi_week_histories_keep_every_committed_bundle_safe() {
     let mut failures = Vec::new();
     let mut released = 0;
     for seed in 7000..7000 + sequence_cases() {
-        let d = Dir::new(&format!("history-{seed}"));
-        let mut fleet = Fleet::random_wide(seed);
-        let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        if compile(&d.0, &fleet, "out", &[]) != 0 {
+        let Some((d, mut fleet, mut r)) = start_history("history", seed, 0x9E37_79B9_7F4A_7C15) else {
             continue;
-        }
+        };
         for week in 0..6 {
             let before = plan_json(&d.0.join("out"));
             let last = configmaps(&d.0.join("out"));

@@ -210,14 +210,17 @@ impl Previous {
         self.pools.iter().flat_map(|p| p.nodes.iter().map(move |n| (n.name.as_str(), (p, n)))).collect()
     }
 
-    /// Replicas per (model, node) in the previous plan (a multi-GPU replica counts once per GPU;
-    /// callers divide by the model's GPUs per replica).
+    /// Replicas per (model, node) running today: a held node's carried tenants, else the
+    /// node's own (a multi-GPU replica counts once per GPU; callers divide by the model's GPUs
+    /// per replica).
     pub fn tenants(&self) -> BTreeMap<(String, String), u32> {
         let mut out = BTreeMap::new();
         for p in &self.pools {
             for n in &p.nodes {
-                for g in &n.gpus {
-                    for t in &g.tenants {
+                let gpus = n.transition.as_ref().map_or(&n.gpus, |t| &t.carries.gpus);
+                for g in gpus {
+                    // An adopted node's tenants are unknown (`""`).
+                    for t in g.tenants.iter().filter(|t| !t.model.is_empty()) {
                         *out.entry((t.model.clone(), n.name.clone())).or_insert(0) += 1;
                     }
                 }

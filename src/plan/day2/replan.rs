@@ -184,21 +184,29 @@ fn replan_with(
         if same_placement(&kept, fs) {
             return Ok(finish(fs.clone(), notes, bound, true, scratch));
         }
-        let policy = &spec.change_policy;
-        let gpu_saving = i64::from(kept.quality.gpus_used) - i64::from(fs.quality.gpus_used);
-        let cost_saving = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
-        let by_gpus = policy.reoptimize_when_saving_gpus.is_some_and(|t| gpu_saving >= i64::from(t));
-        let by_cost =
-            policy.reoptimize_when_saving_cost_per_hour.zip(cost_saving).is_some_and(|(t, s)| s >= t - 1e-9);
-        if by_gpus || by_cost {
-            notes.push(format!(
-                "a from-scratch plan saves {gpu_saving} GPU(s){}, which reaches `changePolicy`'s threshold: re-optimised",
-                cost_saving.map_or_else(String::new, |s| format!(" and {s:.2}/h"))
-            ));
+        if let Some(note) = threshold_reached(spec, &kept, fs) {
+            notes.push(note);
             return Ok(finish(fs.clone(), notes, bound, true, scratch));
         }
     }
     Ok(finish(kept, notes, bound, false, scratch))
+}
+
+/// Whether the from-scratch plan saves enough to reach `changePolicy`'s threshold: the note
+/// that says so.
+fn threshold_reached(spec: &Spec, kept: &Plan, fs: &Plan) -> Option<String> {
+    let policy = &spec.change_policy;
+    let gpu_saving = i64::from(kept.quality.gpus_used) - i64::from(fs.quality.gpus_used);
+    let cost_saving = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
+    let by_gpus = policy.reoptimize_when_saving_gpus.is_some_and(|t| gpu_saving >= i64::from(t));
+    let by_cost =
+        policy.reoptimize_when_saving_cost_per_hour.zip(cost_saving).is_some_and(|(t, s)| s >= t - 1e-9);
+    (by_gpus || by_cost).then(|| {
+        format!(
+            "a from-scratch plan saves {gpu_saving} GPU(s){}, which reaches `changePolicy`'s threshold: re-optimised",
+            cost_saving.map_or_else(String::new, |s| format!(" and {s:.2}/h"))
+        )
+    })
 }
 
 /// Whether two plans place the same: nodes, GPUs, tenants, configs and replica groups.

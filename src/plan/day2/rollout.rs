@@ -201,6 +201,9 @@ pub fn changes(
         .collect();
     ch.nodes_configured.sort();
     ch.waves = waves(&old, &new, &ch.nodes_repartitioned, budgets);
+    for w in &mut ch.waves {
+        w.steps = steps(&w.nodes, w.number, &plan.name);
+    }
     ch
 }
 
@@ -301,24 +304,38 @@ pub fn waves(
         }
         let number = u32::try_from(out.len() + 1).unwrap_or(u32::MAX);
         let nodes: Vec<String> = wave.iter().map(|s| (*s).to_owned()).collect();
-        out.push(Wave { number, steps: steps(&nodes), nodes, evicts, below_budget: below });
+        out.push(Wave { number, steps: Vec::new(), nodes, evicts, below_budget: below });
         done.extend(wave.iter().copied());
         pending.retain(|n| !wave.contains(n));
     }
     out
 }
 
-fn steps(nodes: &[String]) -> Vec<String> {
+/// What to do in one wave. The first wave's label patches are what `nodes/drain/` lists; a
+/// later wave is staged by the compile that sees the one before confirmed (`--observed`).
+fn steps(nodes: &[String], number: u32, plan: &str) -> Vec<String> {
     let list = nodes.join(" ");
-    vec![
+    let files = nodes.iter().map(|n| format!("nodes/drain/{n}.yaml")).collect::<Vec<_>>().join(" -f ");
+    let mut steps = Vec::new();
+    if number > 1 {
+        steps.push(format!(
+            "first stage this wave: after wave {} is confirmed, `kubectl get nodes -o json > nodes.json` and `gpuplan compile --observed nodes.json` (one pull request per wave); merge it",
+            number - 1
+        ));
+    }
+    steps.extend([
         format!("kubectl cordon {list}"),
         format!("kubectl drain {list} --ignore-daemonsets --delete-emptydir-data (evictions respect the PodDisruptionBudgets)"),
-        "apply this wave's node labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) from the bundle".to_owned(),
+        format!(
+            "apply exactly this wave's label patches (`nodes/drain/` lists this wave only): Argo CD `argocd app sync gpuplan-{plan}-drain`; Flux `flux resume kustomization gpuplan-{plan}-drain --wait`, then `flux suspend kustomization gpuplan-{plan}-drain`; or `kubectl apply --server-side --field-manager=gpuplan -f {files}`"
+        ),
         format!(
             "wait until every node has `nvidia.com/mig.config.state=success`: kubectl wait node {list} --for=jsonpath='{{.metadata.labels.nvidia\\.com/mig\\.config\\.state}}'=success --timeout=15m"
         ),
         format!("kubectl uncordon {list}"),
-    ]
+        "record the outcome: `kubectl get nodes -o json > nodes.json`; `gpuplan check --observed nodes.json` names the nodes ready to advance, and `gpuplan compile --observed nodes.json` releases them".to_owned(),
+    ]);
+    steps
 }
 
 /// The changes section as Markdown, for `PLAN.md` and the human `diff`.

@@ -19,7 +19,9 @@
 //!   drain only when the manifest is edited back to what it runs (cancelled, or changed only
 //!   on GPUs that run nothing);
 //! - nothing advances without an observation: without `--observed`, a compile over its own
-//!   output changes nothing.
+//!   output changes nothing;
+//! - autoscaled pools have template nodes, not nodes to hold: their `must_drain` says whether
+//!   the template's change would need a drain, and they carry no transition.
 
 use std::collections::BTreeMap;
 
@@ -120,6 +122,15 @@ pub fn advance(plan: &mut Plan, spec: &Spec, previous: &Previous, observed: Opti
     let configs = plan.device_plugin_configs.clone();
     let mut report = Report::default();
     for pool in &mut plan.pools {
+        if pool.autoscaled {
+            // Template nodes: nothing to hold or observe; their nodes roll with the template.
+            for n in &mut pool.nodes {
+                let pn = prev.get(n.name.as_str()).map(|(_, pn)| *pn);
+                n.must_drain = node_change(n, &configs, previous, pn) == NodeChange::Drain;
+                n.transition = None;
+            }
+            continue;
+        }
         let current = spec.pool(&pool.name).map(|p| p.current.as_slice()).unwrap_or_default();
         for n in &mut pool.nodes {
             let Some((_, pn)) = prev.get(n.name.as_str()) else {
@@ -235,7 +246,7 @@ fn adopted(n: &NodePlan, current: Option<&[Vec<String>]>) -> Transition {
 /// The first compile: nodes that the manifest's `current` says run another layout are held,
 /// carrying that layout.
 pub fn adopt(plan: &mut Plan, spec: &Spec) {
-    for pool in &mut plan.pools {
+    for pool in plan.pools.iter_mut().filter(|p| !p.autoscaled) {
         let current = spec.pool(&pool.name).map(|p| p.current.as_slice()).unwrap_or_default();
         for n in pool.nodes.iter_mut().filter(|n| n.must_drain) {
             let layout = current.iter().find(|c| c.node == n.name).map(|c| c.gpus.as_slice());
@@ -285,5 +296,39 @@ fn keep_carried_configs(plan: &mut Plan, previous: &Previous, report: &mut Repor
                 DevicePluginConfig { time_slicing: cfg.time_slicing.clone(), mps: cfg.mps.clone() },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Gate, ObservedNode, gate, involves_mig};
+    use crate::plan::day2::previous::{Labels, Phase};
+
+    fn seen(mig: &str, dp: &str, state: Option<&str>) -> ObservedNode {
+        ObservedNode {
+            mig_config: Some(mig.to_owned()),
+            device_plugin_config: Some(dp.to_owned()),
+            mig_config_state: state.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_gate_needs_both_labels_and_the_mig_managers_success() {
+        let target = Labels { mig_config: "a100-1".to_owned(), device_plugin_config: "ts-2".to_owned() };
+        assert_eq!(gate(&seen("a100-1", "ts-2", Some("success")), &target, true), Gate::Confirmed);
+        assert_eq!(
+            gate(&seen("a100-1", "ts-2", Some("pending")), &target, true),
+            Gate::Still(Phase::Applying)
+        );
+        assert_eq!(gate(&seen("a100-1", "ts-2", None), &target, true), Gate::Still(Phase::Applying));
+        assert_eq!(gate(&seen("a100-1", "ts-2", Some("failed")), &target, true), Gate::Still(Phase::Failed));
+        // One label still the old one: not applied, whatever the state says.
+        assert_eq!(gate(&seen("a100-0", "ts-2", Some("success")), &target, true), Gate::Still(Phase::Held));
+        assert_eq!(gate(&seen("a100-1", "ts-4", Some("success")), &target, true), Gate::Still(Phase::Held));
+        // Without MIG (time-slicing only), the device-plugin label is the whole change.
+        assert_eq!(gate(&seen("a100-1", "ts-2", None), &target, false), Gate::Confirmed);
+        assert!(!involves_mig("all-disabled", "all-disabled"));
+        assert!(!involves_mig("", "all-disabled"));
+        assert!(involves_mig("all-disabled", "a100-1"));
     }
 }
