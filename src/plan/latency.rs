@@ -185,16 +185,7 @@ impl Law {
         own_load: f64,
         neighbour_loads: &[f64],
     ) -> Result<f64, Refusal> {
-        let ok = |x: f64| x.is_finite() && x >= 0.0;
-        if !ok(baseline_ms) || !ok(own_load) || !neighbour_loads.iter().all(|&l| l.is_finite()) {
-            return Err(Refusal::InvalidInput);
-        }
-        if neighbour_loads.iter().any(|&l| l >= 1.0) {
-            return Err(Refusal::SaturatingNeighbour);
-        }
-        if neighbour_loads.iter().any(|&l| l < 0.0) {
-            return Err(Refusal::InvalidInput);
-        }
+        check_loads(baseline_ms, own_load, neighbour_loads)?;
         let k = neighbour_loads.len();
         if k > MAX_NEIGHBOURS {
             return Err(Refusal::TooManyNeighbours(k));
@@ -212,6 +203,22 @@ impl Law {
         let headroom = (1.0 - u.clamp(0.0, MAX_EFFECTIVE_LOAD) / self.rho_max).max(f64::MIN_POSITIVE);
         Ok(baseline_ms * headroom.powf(-self.exponent) * (1.0 + self.per_neighbour * k as f64))
     }
+}
+
+/// The inputs every law refuses: a baseline or load that is not a finite, non-negative number
+/// ([`Refusal::InvalidInput`]), a saturating neighbour ([`Refusal::SaturatingNeighbour`]).
+pub(crate) fn check_loads(baseline_ms: f64, own_load: f64, neighbour_loads: &[f64]) -> Result<(), Refusal> {
+    let ok = |x: f64| x.is_finite() && x >= 0.0;
+    if !ok(baseline_ms) || !ok(own_load) || !neighbour_loads.iter().all(|&l| l.is_finite()) {
+        return Err(Refusal::InvalidInput);
+    }
+    if neighbour_loads.iter().any(|&l| l >= 1.0) {
+        return Err(Refusal::SaturatingNeighbour);
+    }
+    if neighbour_loads.iter().any(|&l| l < 0.0) {
+        return Err(Refusal::InvalidInput);
+    }
+    Ok(())
 }
 
 /// A baseline p99 measured alone on a whole GPU with the datasheet figures `from`, moved to a

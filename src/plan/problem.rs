@@ -450,6 +450,9 @@ fn gib(mib: f64) -> String {
 /// Where the option builders put what they admit and what they reject, for one pool.
 struct Sink<'o> {
     pi: usize,
+    /// Whether a replica alone on its device may be admitted with its SLO unverified (the
+    /// second pass of [`model_ctx`], for a model that has no option otherwise).
+    unverified_ok: bool,
     options: &'o mut Vec<Opt>,
     rejected: &'o mut Vec<Rejection>,
 }
@@ -497,6 +500,10 @@ impl Sink<'_> {
                 return;
             }
             Some((_, AloneSlo::Met(pred))) => p99_ms = Some(pred),
+            Some((_, AloneSlo::Unverified(why))) if !self.unverified_ok => {
+                self.reject(Reason::Latency, format!("{label}: the latency model refuses: {why}"));
+                return;
+            }
             Some((_, AloneSlo::Unverified(why))) => {
                 unverified = Some(rules::unverified_slo(label, &c.pool.gpu.id, &why));
             }
@@ -530,9 +537,20 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
         Demand::Replicas(n) => Need::Replicas(*n),
         Demand::Rate(r) => Need::Rate { rps: r.rps, min_replicas: r.min_replicas.max(1) },
     };
-    let (mut options, mut rejected) = (Vec::new(), Vec::new());
-    for (pi, pool) in pools.iter().enumerate() {
-        pool_options(&spec.policy, pool, m, &mut Sink { pi, options: &mut options, rejected: &mut rejected });
+    // First the options whose SLO the model can check; only a model left with none gets its
+    // options alone on a device outside the range, unverified (a bigger MIG instance inside the
+    // range is an improvement the planner can make, so it is preferred).
+    let build = |unverified_ok: bool| {
+        let (mut options, mut rejected) = (Vec::new(), Vec::new());
+        for (pi, pool) in pools.iter().enumerate() {
+            let mut out = Sink { pi, options: &mut options, rejected: &mut rejected, unverified_ok };
+            pool_options(&spec.policy, pool, m, &mut out);
+        }
+        (options, rejected)
+    };
+    let (mut options, mut rejected) = build(false);
+    if options.is_empty() {
+        (options, rejected) = build(true);
     }
     ModelCtx { spec: m, need, options, rejected }
 }
@@ -728,17 +746,36 @@ fn shareable(c: &Candidate<'_, '_>, out: &mut Sink<'_>) -> bool {
 
 /// One of `k` time-slicing replicas of a whole GPU, for every `k` from 2 up to
 /// `policy.maxTimeSlicingReplicas` while the replica fits 1/k of the memory, the compute rule
-/// and the SLO.
+/// and the SLO ([`whole_share_options`]).
 fn time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
+    whole_share_options(c, out, WholeShare::TimeSlicing);
+}
+
+/// How a pool shares its whole GPUs: the mode's words, compute rule and latency law.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WholeShare {
+    TimeSlicing,
+    Mps,
+}
+
+/// One of `k` shared replicas of a whole GPU by `mode`, for every `k` from 2 up to
+/// `policy.maxTimeSlicingReplicas` (the limit of both modes) while the replica fits `1/k` of
+/// the memory ([`rules::slot_mib`]), the mode's compute rule and, with a baseline, the SLO by
+/// the mode's law against worst-case neighbours: `k − 1` co-tenants sharing the rest of the
+/// efficiency. A light tenant (k copies fit the efficiency) fits next to any k − 1 light ones;
+/// a heavy one (it fits alone) only next to co-tenants small enough, which placement checks
+/// against the node's real tenants.
+fn whole_share_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>, mode: WholeShare) {
     let (m, mem) = (c.m, c.m.memory_mib as f64);
     let eff = c.policy.time_slicing_efficiency;
+    let what = if mode == WholeShare::Mps { "MPS share" } else { "time-slice" };
     for k in 2..=c.policy.max_time_slicing_replicas.min(64) {
         let slot = rules::slot_mib(c.gpu_mib, k);
         if mem > slot {
             out.reject(
                 Reason::Memory,
                 format!(
-                    "a 1/{k} time-slice of `{}` has {}, less than the {} needed",
+                    "a 1/{k} {what} of `{}` has {}, less than the {} needed",
                     c.pool.gpu.id,
                     gib(slot),
                     gib(mem)
@@ -746,108 +783,75 @@ fn time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
             );
             return;
         }
-        // A light tenant (k copies fit the efficiency) fits next to any k − 1 light ones; a
-        // heavy one (it fits alone) only next to co-tenants small enough, which placement
-        // checks against the node's real tenants.
-        if !rules::shared_compute_fits(&[m.compute], k, eff, 1.0) {
-            out.reject(
-                Reason::Compute,
+        let (fits, why) = match mode {
+            WholeShare::TimeSlicing => (
+                rules::shared_compute_fits(&[m.compute], k, eff, 1.0),
                 format!("compute {:.2} exceeds the time-slicing efficiency {eff:.2}", m.compute),
-            );
+            ),
+            WholeShare::Mps => (
+                rules::mps_compute_fits(&[m.compute], k, eff, 1.0),
+                format!(
+                    "compute {:.2} exceeds a 1/{k} MPS share's thread cap {:.2} or the efficiency {eff:.2}",
+                    m.compute,
+                    rules::mps_thread_cap(k)
+                ),
+            ),
+        };
+        if !fits {
+            out.reject(Reason::Compute, why);
             return;
         }
-        let mut p99 = None;
-        if let Some((slo, b)) = c.baseline {
-            // Worst case: k − 1 neighbours sharing the rest of the efficiency.
+        let predicted = c.baseline.map(|(slo, b)| {
             let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
-            let pred = match rules::time_sliced_p99_ms(b, m.compute, &neighbours) {
-                Ok(pred) => pred,
-                Err(why) => {
-                    out.reject(
-                        Reason::Latency,
-                        format!("a 1/{k} time-slice: the latency model refuses: {why}"),
-                    );
-                    return;
-                }
+            let p99 = match mode {
+                WholeShare::TimeSlicing => rules::time_sliced_p99_ms(b, m.compute, &neighbours),
+                WholeShare::Mps => rules::mps_p99_ms(b, 1.0, m.compute, &neighbours, k),
             };
-            if pred > slo {
-                out.reject(
-                    Reason::Latency,
-                    format!("a 1/{k} time-slice predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"),
-                );
-                return;
-            }
-            p99 = Some(pred);
-        }
+            (slo, p99)
+        });
+        let Some(p99) = colocated_p99(out, &format!("a 1/{k} {what}"), predicted) else { return };
         out.admit(Kind::TimeSliced(k), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
     }
 }
 
-/// One of `k` MPS clients of a whole GPU, for every `k` from 2 up to
-/// `policy.maxTimeSlicingReplicas` (the limit applies to both sharing modes) while the replica
-/// fits `1/k` of the memory ([`rules::slot_mib`]: the control daemon pins `total ÷ k` per
-/// client), the compute rule ([`rules::mps_compute_fits`]: within its thread cap `⌊100/k⌋%`)
-/// and, with a baseline, the SLO by the MPS law against worst-case neighbours. A model with
+/// Judges the predicted p99 of a co-location option (`label` names it): a refusal of the
+/// latency model or a prediction above the SLO rejects the option (`None`: the larger `k` fare
+/// no better); otherwise the prediction, if the model has a baseline.
+fn colocated_p99(
+    out: &mut Sink<'_>,
+    label: &str,
+    predicted: Option<(f64, Result<f64, Refusal>)>,
+) -> Option<Option<f64>> {
+    match predicted {
+        None => Some(None),
+        Some((_, Err(why))) => {
+            out.reject(Reason::Latency, format!("{label}: the latency model refuses: {why}"));
+            None
+        }
+        Some((slo, Ok(pred))) if pred > slo => {
+            out.reject(
+                Reason::Latency,
+                format!("{label} predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"),
+            );
+            None
+        }
+        Some((_, Ok(pred))) => Some(Some(pred)),
+    }
+}
+
+/// One of `k` MPS clients of a whole GPU ([`whole_share_options`] by MPS): each client within
+/// `1/k` of the memory (the control daemon pins `total ÷ k` per client), within its thread cap
+/// `⌊100/k⌋%` ([`rules::mps_compute_fits`]) and the SLO by the MPS law. A model with
 /// `allowMps: false` is refused: one client's fatal error takes the others on the GPU down.
 fn mps_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
-    let (m, mem) = (c.m, c.m.memory_mib as f64);
-    if !m.allow_mps {
+    if !c.m.allow_mps {
         out.reject(
             Reason::Isolation,
             format!("`allowMps: false`: pool `{}` shares whole GPUs by MPS", c.pool.name()),
         );
         return;
     }
-    let eff = c.policy.time_slicing_efficiency;
-    for k in 2..=c.policy.max_time_slicing_replicas.min(64) {
-        let slot = rules::slot_mib(c.gpu_mib, k);
-        if mem > slot {
-            out.reject(
-                Reason::Memory,
-                format!(
-                    "a 1/{k} MPS share of `{}` has {}, less than the {} needed",
-                    c.pool.gpu.id,
-                    gib(slot),
-                    gib(mem)
-                ),
-            );
-            return;
-        }
-        if !rules::mps_compute_fits(&[m.compute], k, eff, 1.0) {
-            out.reject(
-                Reason::Compute,
-                format!(
-                    "compute {:.2} exceeds a 1/{k} MPS share's thread cap {:.2} or the efficiency {eff:.2}",
-                    m.compute,
-                    rules::mps_thread_cap(k)
-                ),
-            );
-            return;
-        }
-        let mut p99 = None;
-        if let Some((slo, b)) = c.baseline {
-            let neighbours = rules::admission_neighbours(m.compute, k, eff, 1.0);
-            let pred = match rules::mps_p99_ms(b, 1.0, m.compute, &neighbours, k) {
-                Ok(pred) => pred,
-                Err(why) => {
-                    out.reject(
-                        Reason::Latency,
-                        format!("a 1/{k} MPS share: the latency model refuses: {why}"),
-                    );
-                    return;
-                }
-            };
-            if pred > slo {
-                out.reject(
-                    Reason::Latency,
-                    format!("a 1/{k} MPS share predicts a p99 of {pred:.1} ms, above the {slo:.1} ms SLO"),
-                );
-                return;
-            }
-            p99 = Some(pred);
-        }
-        out.admit(Kind::TimeSliced(k), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
-    }
+    whole_share_options(c, out, WholeShare::Mps);
 }
 
 /// Options of a rate-demand model: only devices with an admissible measured point. A point is

@@ -63,17 +63,8 @@ impl MpsLaw {
         neighbour_loads: &[f64],
         thread_cap: f64,
     ) -> Result<f64, Refusal> {
-        let ok = |x: f64| x.is_finite() && x >= 0.0;
-        if !ok(baseline_ms) || !ok(own_load) || !neighbour_loads.iter().all(|&l| l.is_finite()) {
-            return Err(Refusal::InvalidInput);
-        }
+        super::check_loads(baseline_ms, own_load, neighbour_loads)?;
         if !(thread_cap.is_finite() && thread_cap > 0.0 && thread_cap <= 1.0 + 1e-9) {
-            return Err(Refusal::InvalidInput);
-        }
-        if neighbour_loads.iter().any(|&l| l >= 1.0) {
-            return Err(Refusal::SaturatingNeighbour);
-        }
-        if neighbour_loads.iter().any(|&l| l < 0.0) {
             return Err(Refusal::InvalidInput);
         }
         let k = neighbour_loads.len();
