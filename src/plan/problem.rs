@@ -231,74 +231,7 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     let mut pools = Vec::new();
     for p in pool_specs {
         let Some(gpu) = catalog.get(&p.gpu) else { continue };
-        // Only the `mixed` strategy exposes MIG devices of several profiles next to whole GPUs;
-        // under `none` the device plugin ignores MIG, and `single` needs one profile per node
-        // (not planned yet), so both plan whole and time-sliced GPUs only.
-        let profiles = if spec.cluster.mig_strategy == MigStrategy::Mixed && p.sharing.mig {
-            usable_profiles(gpu)
-        } else {
-            Vec::new()
-        };
-        let every = layouts::all(gpu, &profiles);
-        let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
-        let mut layouts = layouts::maximal_of(every);
-        // Layouts running today are candidates too, so that keeping them is possible.
-        for node in &p.current {
-            for names in &node.gpus {
-                if names.is_empty() {
-                    continue;
-                }
-                if let Some(l) = layouts::from_names(gpu, &profiles, names)
-                    && !layouts.iter().any(|x| x.counts == l.counts)
-                {
-                    layouts.push(l);
-                }
-            }
-        }
-        layouts.sort_by(|a, b| a.key.cmp(&b.key));
-        let (named, autoscaled, min_nodes) = match &p.nodes {
-            crate::spec::Nodes::Named(names) => {
-                let mut names = names.clone();
-                names.sort();
-                names.dedup();
-                (names, false, 0)
-            }
-            crate::spec::Nodes::Autoscaled { min, .. } => (Vec::new(), true, *min),
-        };
-        let max_nodes =
-            if autoscaled { p.nodes.max_nodes() } else { u32::try_from(named.len()).unwrap_or(u32::MAX) };
-        let weight = match p.cost_per_gpu_hour {
-            Some(c) if priced && min_cost.is_finite() && min_cost > 0.0 => c / min_cost,
-            _ => 1.0,
-        };
-        let homogeneous = (0..profiles.len())
-            .map(|q| {
-                let mut best = 0u8;
-                for c in 1..=8u8 {
-                    let mut counts = vec![0u8; profiles.len()];
-                    counts[q] = c;
-                    if valid.contains(&counts) {
-                        best = c;
-                    }
-                }
-                best
-            })
-            .collect();
-        pools.push(PoolCtx {
-            homogeneous,
-            spec: p,
-            gpu,
-            gpn: p.gpus_per_node,
-            max_nodes,
-            min_nodes: min_nodes.min(max_nodes),
-            autoscaled,
-            named,
-            profiles,
-            layouts,
-            weight,
-            valid,
-            mps: p.sharing.mps,
-        });
+        pools.push(pool_ctx(spec, p, gpu, priced, min_cost));
     }
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();
     model_specs.sort_by(|a, b| a.name.cmp(&b.name));
@@ -334,6 +267,79 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
         mc.options.retain(|o| keep_heavy || !heavy(o, c, eff));
     }
     problem
+}
+
+/// The planner's view of one pool: its usable profiles and candidate layouts (the maximal
+/// ones plus those running today), node names, weight in the objective.
+fn pool_ctx<'a>(spec: &Spec, p: &'a Pool, gpu: &'a GpuModel, priced: bool, min_cost: f64) -> PoolCtx<'a> {
+    // Only the `mixed` strategy exposes MIG devices of several profiles next to whole GPUs;
+    // under `none` the device plugin ignores MIG, and `single` needs one profile per node
+    // (not planned yet), so both plan whole and time-sliced GPUs only.
+    let profiles = if spec.cluster.mig_strategy == MigStrategy::Mixed && p.sharing.mig {
+        usable_profiles(gpu)
+    } else {
+        Vec::new()
+    };
+    let every = layouts::all(gpu, &profiles);
+    let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
+    let mut layouts = layouts::maximal_of(every);
+    // Layouts running today are candidates too, so that keeping them is possible.
+    for node in &p.current {
+        for names in &node.gpus {
+            if names.is_empty() {
+                continue;
+            }
+            if let Some(l) = layouts::from_names(gpu, &profiles, names)
+                && !layouts.iter().any(|x| x.counts == l.counts)
+            {
+                layouts.push(l);
+            }
+        }
+    }
+    layouts.sort_by(|a, b| a.key.cmp(&b.key));
+    let (named, autoscaled, min_nodes) = match &p.nodes {
+        crate::spec::Nodes::Named(names) => {
+            let mut names = names.clone();
+            names.sort();
+            names.dedup();
+            (names, false, 0)
+        }
+        crate::spec::Nodes::Autoscaled { min, .. } => (Vec::new(), true, *min),
+    };
+    let max_nodes =
+        if autoscaled { p.nodes.max_nodes() } else { u32::try_from(named.len()).unwrap_or(u32::MAX) };
+    let weight = match p.cost_per_gpu_hour {
+        Some(c) if priced && min_cost.is_finite() && min_cost > 0.0 => c / min_cost,
+        _ => 1.0,
+    };
+    let homogeneous = (0..profiles.len())
+        .map(|q| {
+            let mut best = 0u8;
+            for c in 1..=8u8 {
+                let mut counts = vec![0u8; profiles.len()];
+                counts[q] = c;
+                if valid.contains(&counts) {
+                    best = c;
+                }
+            }
+            best
+        })
+        .collect();
+    PoolCtx {
+        homogeneous,
+        spec: p,
+        gpu,
+        gpn: p.gpus_per_node,
+        max_nodes,
+        min_nodes: min_nodes.min(max_nodes),
+        autoscaled,
+        named,
+        profiles,
+        layouts,
+        weight,
+        valid,
+        mps: p.sharing.mps,
+    }
 }
 
 /// The share of a GPU a whole-GPU time-slice takes, for ordering: `1/k` for a light tenant;

@@ -371,7 +371,6 @@ impl<'a> Checker<'a> {
     ) {
         let at = gpu_at(&pool.name, &node.name, g.index);
         let headroom = self.spec.policy.memory_headroom;
-        let efficiency = self.spec.policy.time_slicing_efficiency;
         for t in &g.tenants {
             if self.model(&t.model).is_none() {
                 self.push(Kind::Unknown, at.clone(), format!("tenant `{}` is no model of the spec", t.model));
@@ -427,59 +426,76 @@ impl<'a> Checker<'a> {
                 }
             }
             GpuMode::TimeSliced { replicas } | GpuMode::Mps { replicas } => {
-                let (k, mps) = (*replicas, matches!(g.mode, GpuMode::Mps { .. }));
-                if k < 2 || k > self.spec.policy.max_time_slicing_replicas {
-                    self.push(
-                        Kind::NodeSharing,
-                        at.clone(),
-                        format!(
-                            "time-slicing replicas {k} outside 2..={}",
-                            self.spec.policy.max_time_slicing_replicas
-                        ),
-                    );
-                }
-                if g.tenants.len() > k as usize {
-                    self.push(
-                        Kind::Tenant,
-                        at.clone(),
-                        format!("{} tenants on {k} time-slicing replicas", g.tenants.len()),
-                    );
-                }
-                let share = rules::slot_mib(rules::usable_mib(gpu.memory_mib, headroom), k);
-                let computes: Vec<f64> = models.iter().map(|m| m.compute).collect();
-                let total: f64 = computes.iter().sum();
-                if !rules::shared_compute_fits(&computes, k, efficiency, 1.0) {
-                    self.push(
-                        Kind::Compute,
-                        at.clone(),
-                        format!("tenants need compute {total:.3} > time-slicing efficiency {efficiency}"),
-                    );
-                }
-                if mps && !rules::mps_compute_fits(&computes, k, efficiency, 1.0) {
-                    self.push(
-                        Kind::Compute,
-                        at.clone(),
-                        format!(
-                            "an MPS client needs more compute than its thread cap {:.2}",
-                            rules::mps_thread_cap(k)
-                        ),
-                    );
-                }
-                let resource = self.shared_name("nvidia.com/gpu");
-                for m in models {
-                    self.check_memory(&at, m, m.memory_mib, share, &format!("1/{k} of the GPU"));
-                    self.check_shareable(&at, m);
-                    if mps && !m.allow_mps {
-                        self.push(
-                            Kind::Isolation,
-                            at.clone(),
-                            format!("`{}` refuses MPS (`allowMps: false`)", m.name),
-                        );
-                    }
-                    self.record(m, pool, node, g.index, resource.clone(), Some(k));
-                }
+                self.check_shared_gpu(pool, gpu, node, g, *replicas, &models);
             }
             GpuMode::Mig { instances } => self.check_mig_gpu(pool, gpu, node, g, instances, sharing),
+        }
+    }
+
+    /// A whole GPU shared by time-slicing or MPS with `replicas` slots: the slot count, the
+    /// tenants' memory (`1/k` each) and compute, and for MPS the thread cap and `allowMps`.
+    fn check_shared_gpu(
+        &mut self,
+        pool: &'a Pool,
+        gpu: &'a GpuModel,
+        node: &'a NodePlan,
+        g: &'a GpuPlan,
+        replicas: u32,
+        models: &[&'a Model],
+    ) {
+        let at = gpu_at(&pool.name, &node.name, g.index);
+        let headroom = self.spec.policy.memory_headroom;
+        let efficiency = self.spec.policy.time_slicing_efficiency;
+        let (k, mps) = (replicas, matches!(g.mode, GpuMode::Mps { .. }));
+        if k < 2 || k > self.spec.policy.max_time_slicing_replicas {
+            self.push(
+                Kind::NodeSharing,
+                at.clone(),
+                format!(
+                    "time-slicing replicas {k} outside 2..={}",
+                    self.spec.policy.max_time_slicing_replicas
+                ),
+            );
+        }
+        if g.tenants.len() > k as usize {
+            self.push(
+                Kind::Tenant,
+                at.clone(),
+                format!("{} tenants on {k} time-slicing replicas", g.tenants.len()),
+            );
+        }
+        let share = rules::slot_mib(rules::usable_mib(gpu.memory_mib, headroom), k);
+        let computes: Vec<f64> = models.iter().map(|m| m.compute).collect();
+        let total: f64 = computes.iter().sum();
+        if !rules::shared_compute_fits(&computes, k, efficiency, 1.0) {
+            self.push(
+                Kind::Compute,
+                at.clone(),
+                format!("tenants need compute {total:.3} > time-slicing efficiency {efficiency}"),
+            );
+        }
+        if mps && !rules::mps_compute_fits(&computes, k, efficiency, 1.0) {
+            self.push(
+                Kind::Compute,
+                at.clone(),
+                format!(
+                    "an MPS client needs more compute than its thread cap {:.2}",
+                    rules::mps_thread_cap(k)
+                ),
+            );
+        }
+        let resource = self.shared_name("nvidia.com/gpu");
+        for &m in models {
+            self.check_memory(&at, m, m.memory_mib, share, &format!("1/{k} of the GPU"));
+            self.check_shareable(&at, m);
+            if mps && !m.allow_mps {
+                self.push(
+                    Kind::Isolation,
+                    at.clone(),
+                    format!("`{}` refuses MPS (`allowMps: false`)", m.name),
+                );
+            }
+            self.record(m, pool, node, g.index, resource.clone(), Some(k));
         }
     }
 
