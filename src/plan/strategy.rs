@@ -455,8 +455,9 @@ fn lay_out_one_profile(
 /// Steps when the optimiser's path gave no plan of its own (its solve stopped without a
 /// feasible solution, or its counts did not lay out): first fit's plan if any, the relaxation
 /// laid out, first fit guided by it and first fit in other orders (all linear in the
-/// replicas), the cheapest kept; when the solver stopped early and that is not within the
-/// quality target of the relaxation, the optimiser again with more work; then
+/// replicas), the cheapest kept; when the solver stopped early on a program that is not large
+/// and that is not within the quality target of the relaxation, the optimiser again with more
+/// work; then
 /// first-fit-decreasing with backtracking. `Err` names the true cause ([`failure`]).
 fn rescue(
     problem: &Problem<'_>,
@@ -488,7 +489,9 @@ fn rescue(
     }
     let target = inputs.guide.map(|lp| lp.cost * (1.0 + QUALITY_TARGET));
     let far = best.as_ref().is_none_or(|(a, _)| target.is_none_or(|t| a.cost(problem) > t + COST_EPSILON));
-    if matches!(why, Why::SolverFailed(_)) && far {
+    // Not on large programs: their solves already take seconds, eight times as many nodes
+    // could take minutes, and the relaxation laid out is among the candidates above.
+    if matches!(why, Why::SolverFailed(_)) && far && !inputs.large {
         let harder = harder_solve(problem, inputs, best.as_ref().map(|x| x.0.cost(problem)), tracer);
         best = keep_cheaper_by(problem, best, harder.map(|a| (a, Some(Step::HarderSolve))), |x| &x.0);
     }
@@ -504,7 +507,7 @@ fn rescue(
                 searched: true,
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
-            Err(stuck) => Err(failure(problem, &why, &stuck)),
+            Err(stuck) => Err(failure(problem, &why, &stuck, !inputs.large)),
         },
     }
 }
@@ -531,8 +534,9 @@ fn harder_solve(
 
 /// The diagnostic when no step found a plan: `no-feasible-plan` when the backtracking search
 /// was exhaustive, else `planner-failed` with what failed (the solver's stop or the lay-out),
-/// and the model whose replica the search could not place.
-fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck) -> Diagnostics {
+/// the steps tried (`harder`: whether the solve with more work was among them), and the model
+/// whose replica the search could not place.
+fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool) -> Diagnostics {
     let mut d = if stuck.proven {
         // The optimiser's conditions are necessary only; the search tried everything.
         Diagnostic::error(
@@ -549,7 +553,7 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck) -> Diagnosti
             codes::PLANNER_FAILED,
             format!(
                 "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{})",
-                if matches!(why, Why::SolverFailed(_)) { ", the optimiser with more work" } else { "" }
+                if harder && matches!(why, Why::SolverFailed(_)) { ", the optimiser with more work" } else { "" }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")
