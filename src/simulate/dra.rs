@@ -68,7 +68,7 @@ pub fn devices(files: &BTreeMap<String, String>) -> Result<Vec<SliceDevice>, Str
 }
 
 /// Adds the bundle's DRA devices to the nodes and its claims to the workloads.
-pub fn attach(
+pub(super) fn attach(
     files: &BTreeMap<String, String>,
     nodes: &mut [Node],
     workloads: &mut [Workload],
@@ -80,7 +80,7 @@ pub fn attach(
 
 /// Gives every node its published devices as one unit each, and every node with a shared
 /// device the capacity of its shared claims (added by [`claims`]).
-pub fn add_devices(nodes: &mut [Node], devices: &[SliceDevice]) {
+pub(super) fn add_devices(nodes: &mut [Node], devices: &[SliceDevice]) {
     for d in devices {
         if let Some(node) = nodes.iter_mut().find(|n| n.name == d.node) {
             node.allocatable.insert(device_resource(d), 1);
@@ -175,7 +175,7 @@ fn allocate<'d>(
 
 /// Turns every Deployment's `resourceClaims` into requests of the devices they select, and gives
 /// the node of each shared claim's device its capacity of pods.
-pub fn claims(
+pub(super) fn claims(
     files: &BTreeMap<String, String>,
     devices: &[SliceDevice],
     nodes: &mut [Node],
