@@ -320,17 +320,18 @@ fn diff_summarises_objects_after_an_image_bump_a_new_node_and_from_scratch() {
     fs::write(&manifest, &grown).expect("write");
     let (_, text) = diff(&[]);
     counts(&text);
-    // From scratch: the plan-level summary is absent, the object summary is not.
+    // From scratch: still compared with the committed plan (its running nodes are held for a
+    // drain, issue 21), and the object summary is there too.
     let (_, text) = diff(&["--from-scratch"]);
     counts(&text);
-    assert!(!text.contains("Plan changes against the committed plan"), "{text}");
+    assert!(text.contains("Plan changes against the committed plan"), "{text}");
     let o = cli(&["--format", "json", "diff", "gpuplan.yaml", "--out", "out", "--from-scratch"], root.path());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert!(v["summary"]["objects"]["add"].is_u64() && v["summary"]["gpusBefore"].is_null(), "{v}");
+    assert!(v["summary"]["objects"]["add"].is_u64() && v["summary"]["gpusBefore"].is_u64(), "{v}");
 }
 
 /// `explain --out DIR` explains the plan `compile --out DIR` writes: re-planned over the
-/// committed `plan.json`, not from scratch; a committed file that is not a plan is said so.
+/// committed `plan.json`, not from scratch; a committed file that is not a plan is refused.
 #[test]
 fn explain_out_reads_the_committed_plan() {
     let root = tmp();
@@ -350,7 +351,8 @@ fn explain_out_reads_the_committed_plan() {
             .expect("json");
     assert_eq!(models, plan["models"], "explain --out shows the models compile --out wrote");
     fs::write(root.path().join("out/plan.json"), "[not a plan").expect("write");
+    // Refused as `compile` refuses it (previous-plan-unreadable, exit 1).
     let o = cli(&["explain", "gpuplan.yaml", "--out", "out"], root.path());
-    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is not a gpuplan plan"));
 }
