@@ -237,20 +237,22 @@ fn repartitioned(before: &serde_json::Value, after: &serde_json::Value) -> BTree
     b.iter().filter(|(n, l)| a.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n.clone()).collect()
 }
 
+/// Every node of a plan.json by name.
+pub(super) fn nodes(plan: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    plan["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["nodes"].as_array().into_iter().flatten())
+        .map(|n| (n["name"].as_str().unwrap_or("").to_owned(), n.clone()))
+        .collect()
+}
+
 /// Nodes that must be drained between two plans, by the rule of docs/planner.md ("Day 2"): a
 /// GPU that ran a replica changes its MIG layout, or the device-plugin sharing of a node that
 /// ran a replica changes. GPUs that ran nothing may be laid out without a drain. "Ran" is what
 /// the node carries: a node held back in `before` still runs its `transition.carries`.
 pub(super) fn drained_by_rule(before: &serde_json::Value, after: &serde_json::Value) -> BTreeSet<String> {
-    let nodes = |p: &serde_json::Value| -> BTreeMap<String, serde_json::Value> {
-        p["pools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|p| p["nodes"].as_array().into_iter().flatten())
-            .map(|n| (n["name"].as_str().unwrap_or("").to_owned(), n.clone()))
-            .collect()
-    };
     let profiles = gpu_profiles;
     let sharing = |p: &serde_json::Value, n: &serde_json::Value| {
         let t = &p["devicePluginConfigs"][n["devicePluginConfig"].as_str().unwrap_or("")]["timeSlicing"];

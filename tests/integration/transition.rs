@@ -11,8 +11,8 @@ use std::path::Path;
 
 use super::cli::gpuplan;
 use super::day2::{
-    Dir, compile, copy_dir, drained_by_rule, must_drain, plan_json, random_edit, read_tree, sequence_cases,
-    start_history,
+    Dir, compile, copy_dir, drained_by_rule, must_drain, nodes, plan_json, random_edit, read_tree,
+    sequence_cases, start_history,
 };
 
 /// Runs gpuplan; (exit code, stdout, stderr). Exit 2 is gpuplan's bug and fails the test.
@@ -23,17 +23,6 @@ fn run(args: &[&str], at: &Path) -> (i32, String, String) {
         (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     assert_ne!(code, 2, "gpuplan {args:?} failed: {err}");
     (code, out, err)
-}
-
-/// Every node of a plan.json by name.
-fn nodes(plan: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
-    plan["pools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|p| p["nodes"].as_array().into_iter().flatten())
-        .map(|n| (n["name"].as_str().unwrap_or("").to_owned(), n.clone()))
-        .collect()
 }
 
 /// The (mig-parted, device-plugin) labels a node carries: its transition's `carries` when held,
