@@ -153,6 +153,12 @@ impl GpuModel {
         self.mig.as_ref()?.profiles.iter().find(|p| p.name == name)
     }
 
+    /// The share of this GPU's SMs that an instance of `profile` has (its compute capacity as a
+    /// fraction of the whole GPU).
+    pub fn sm_share(&self, profile: &MigProfile) -> f64 {
+        f64::from(profile.sms) / f64::from(self.sms.max(1))
+    }
+
     /// Profile names of this GPU, in catalog order (empty without MIG).
     pub fn profile_names(&self) -> impl Iterator<Item = &str> {
         self.mig.iter().flat_map(|m| m.profiles.iter().map(|p| p.name.as_str()))

@@ -2,10 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::*;
+use super::{Kind, check};
 use crate::bench::{self, A100};
-use crate::plan::{DevicePluginConfig, MigConfig, MigConfigEntry, ModelPlan, Quality, ReplicaGroup, Tenant};
-use crate::spec::{Latency, MeasuredPoint, RateDemand};
+use crate::catalog::{Catalog, layout};
+use crate::plan::{
+    DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
+    Quality, ReplicaGroup, Tenant,
+};
+use crate::spec::{Demand, Isolation, Latency, MeasuredPoint, Model, RateDemand, Spec, Spread};
 
 const PCI: &str = "0x20B210DE";
 
