@@ -13,12 +13,10 @@ use crate::spec::Latency;
 /// Slack for comparisons of shares computed in floating point.
 const EPS: f64 = 1e-9;
 
-/// Memory a tenant may use on a device (a whole GPU or a MIG instance) of `mib` NVML MiB,
-/// after `policy.memoryHeadroom` (validated to lie in 0–0.5; clamped here to 0–1 so that the
-/// result is never negative whatever the caller passes).
-pub fn usable_mib(mib: u64, headroom: f64) -> f64 {
-    mib as f64 * (1.0 - headroom.clamp(0.0, 1.0))
-}
+/// Memory a tenant may use on a device after `policy.memoryHeadroom`: defined with the headroom
+/// in `spec` (which judges at validation whether a model fits any GPU, and cannot import the
+/// planner), one rule for `spec`, the planner, the bounds and the verifier.
+pub use crate::spec::usable_mib;
 
 /// The memory each of `k` replicas of a shared device may use: the device plugin, not
 /// gpuplan, picks the physical device a shared replica lands on, so every replica must fit

@@ -5,9 +5,19 @@
 //! headroom's last few percent, naming the device and the margin. A plan that silently loses a
 //! `1g.10gb` to a `memory: 10GB` is the reason: the planner then uses bigger devices (issue 14:
 //! 17 → 19 GPUs on a benchmark scenario) and nothing says why.
+//!
+//! [`usable_mib`], the memory a device offers after the headroom, is the one rule that
+//! `spec::validate`, the planner, its bounds and the verifier use (`plan::rules` re-exports it).
 
 use crate::catalog::GpuModel;
 use crate::diagnostics::{Diagnostic, Span, codes};
+
+/// Memory a tenant may use on a device (a whole GPU or a MIG instance) of `mib` NVML MiB,
+/// after `policy.memoryHeadroom` (validated to lie in 0–0.5; clamped here to 0–1 so that the
+/// result is never negative whatever the caller passes).
+pub fn usable_mib(mib: u64, headroom: f64) -> f64 {
+    mib as f64 * (1.0 - headroom.clamp(0.0, 1.0))
+}
 
 /// Exclusions by less than this share of the usable memory are reported.
 pub(super) const NEAR_MISS: f64 = 0.03;
@@ -22,7 +32,6 @@ pub(super) fn near_misses(
 ) -> Vec<Diagnostic> {
     let mut seen: Vec<&str> = Vec::new();
     let mut out = Vec::new();
-    let keep = 1.0 - headroom.clamp(0.0, 0.99);
     for gpu in gpus {
         if seen.contains(&gpu.id.as_str()) {
             continue;
@@ -31,7 +40,7 @@ pub(super) fn near_misses(
         let devices = std::iter::once(("a whole GPU".to_owned(), gpu.memory_mib))
             .chain(gpu.mig.iter().flat_map(|m| &m.profiles).map(|p| (format!("`{}`", p.name), p.memory_mib)));
         for (device, mib) in devices {
-            let usable = mib as f64 * keep;
+            let usable = usable_mib(mib, headroom);
             let need = memory_mib as f64;
             if need > usable && need <= usable * (1.0 + NEAR_MISS) && need <= mib as f64 {
                 let margin = (need - usable) / usable * 100.0;

@@ -26,6 +26,7 @@ pub use validate::{
 };
 
 pub use change_policy::{ChangeMode, ChangePolicy};
+pub use headroom::usable_mib;
 
 use crate::diagnostics::{Code, Diagnostic, Span};
 pub use crate::manifest::words::{Backend, Isolation, Keyword, MeasuredPoint, MigStrategy, Spread};

@@ -496,3 +496,34 @@ fn a_broken_measurements_file_reports_its_own_error_not_no_measured_points() {
         "the real error, and no vaguer one: {codes:?}"
     );
 }
+
+/// `spec::validate` judges whether one replica fits any GPU by the planner's own rule
+/// (`plan::rules::usable_mib`, defined once in `spec`): a model of exactly the usable MiB of an
+/// L4 is accepted and planned on it, one MiB more is `model-fits-no-gpu`.
+#[test]
+fn the_validator_and_the_planner_agree_where_a_model_stops_fitting() {
+    let catalog = catalog();
+    let l4 = catalog.get("L4").expect("L4 in the catalog");
+    let usable = gpuplan::plan::rules::usable_mib(l4.memory_mib, 0.05);
+    assert!(usable.fract() > 0.0, "the boundary lies between two MiB: {usable}");
+    let most = usable.floor() as u64;
+    let manifest = |mib: u64| {
+        format!(
+            "apiVersion: gpuplan.io/v1alpha1\nkind: GpuPlan\nmetadata: {{ name: edge }}\n\
+             inventory:\n  pools:\n    - {{ name: l4, gpu: L4, gpusPerNode: 1, nodes: [n1] }}\n\
+             policy: {{ memoryHeadroom: 0.05 }}\n\
+             models:\n  - {{ name: big, image: example.com/big:1, memory: {mib}MiB }}\n"
+        )
+    };
+    let (_, fits) = check("fits.yaml", &manifest(most), &catalog);
+    let (spec, _) = fits.expect("exactly the usable memory is accepted");
+    let plan = gpuplan::pipeline::plan(&spec, &catalog).expect("and planned (verified)");
+    assert_eq!(plan.quality.gpus_used, 1);
+    let (_, over) = check("over.yaml", &manifest(most + 1), &catalog);
+    let diags = over.expect_err("one MiB more fits no GPU");
+    assert!(
+        diags.iter().any(|d| d.code == codes::MODEL_FITS_NO_GPU),
+        "{:?}",
+        diags.iter().map(|d| d.code).collect::<Vec<_>>()
+    );
+}

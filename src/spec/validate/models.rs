@@ -7,7 +7,9 @@ use super::{CheckedPool, DEFAULT_COMPUTE, MAX_GPUS_PER_NODE, MAX_REPLICAS, Valid
 use crate::catalog::GpuModel;
 use crate::diagnostics::{Diagnostic, Span, codes, nearest};
 use crate::manifest::{self as raw, Manifest, ModelClass, Sp};
-use crate::spec::{BaselineGpu, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, names};
+use crate::spec::{
+    BaselineGpu, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, names, usable_mib,
+};
 
 impl Validator<'_> {
     pub(super) fn models(
@@ -504,7 +506,7 @@ impl Validator<'_> {
         policy: &Policy,
     ) {
         let usable = |p: &CheckedPool| -> u64 {
-            let per_gpu = (p.gpu.memory_mib as f64 * (1.0 - policy.memory_headroom)).floor() as u64;
+            let per_gpu = usable_mib(p.gpu.memory_mib, policy.memory_headroom).floor() as u64;
             match gpus {
                 Some(n) => per_gpu * u64::from(n.min(p.pool.gpus_per_node)),
                 None => per_gpu,
