@@ -9,6 +9,21 @@ use crate::catalog::{MigProfile, layout};
 use crate::plan::rules;
 use crate::spec::Model;
 
+/// One MIG instance of a planned GPU: its profile, its place in violations and its tenants.
+struct Instance<'a> {
+    device: Device<'a>,
+    profile: &'a MigProfile,
+    at: String,
+    tenants: Vec<&'a Model>,
+}
+
+impl Instance<'_> {
+    /// The instance's SMs as a share of the whole GPU's.
+    fn sm_share(&self) -> f64 {
+        self.device.gpu.sm_share(self.profile)
+    }
+}
+
 impl<'a> Checker<'a> {
     pub(super) fn check_mig_gpu(
         &mut self,
@@ -37,17 +52,18 @@ impl<'a> Checker<'a> {
             }
         }
         for inst in instances {
-            let Some(p) = gpu.profile(&inst.profile) else { continue };
-            let here: Vec<&'a Model> = g
+            let Some(profile) = gpu.profile(&inst.profile) else { continue };
+            let tenants: Vec<&'a Model> = g
                 .tenants
                 .iter()
                 .filter(|t| t.instance_start == Some(inst.start))
                 .filter_map(|t| self.model(&t.model))
                 .collect();
-            let inst_at = format!("{at} instance `{}`@{}", p.name, inst.start);
-            match sharing.get(&p.resource_name()).copied() {
-                Some(k) => self.check_shared_instance(device, p, &inst_at, &here, k),
-                None => self.check_exclusive_instance(device, p, &inst_at, &here),
+            let at = format!("{at} instance `{}`@{}", profile.name, inst.start);
+            let instance = Instance { device, profile, at, tenants };
+            match sharing.get(&profile.resource_name()).copied() {
+                Some(k) => self.check_shared_instance(&instance, k),
+                None => self.check_exclusive_instance(&instance),
             }
         }
     }
@@ -103,18 +119,11 @@ impl<'a> Checker<'a> {
 
     /// An instance whose resource is time-sliced `k` ways: at most `k` tenants, any `k` of
     /// them within the instance's compute, each within `1/k` of its memory.
-    fn check_shared_instance(
-        &mut self,
-        device: Device<'a>,
-        p: &MigProfile,
-        inst_at: &str,
-        here: &[&'a Model],
-        k: u32,
-    ) {
+    fn check_shared_instance(&mut self, instance: &Instance<'a>, k: u32) {
+        let (p, inst_at, here) = (instance.profile, instance.at.as_str(), &instance.tenants);
         let headroom = self.spec.policy.memory_headroom;
         let efficiency = self.spec.policy.time_slicing_efficiency;
-        let base = p.resource_name();
-        let sm_share = device.gpu.sm_share(p);
+        let sm_share = instance.sm_share();
         if here.len() > k as usize {
             self.push(
                 Kind::Tenant,
@@ -134,29 +143,23 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
-        let resource = self.shared_name(&base);
+        let resource = self.shared_name(&p.resource_name());
         for &m in here {
             let share = rules::slot_mib(rules::usable_mib(p.memory_mib, headroom), k);
             self.check_memory(inst_at, m, m.memory_mib, share, &format!("1/{k} of the instance"));
             self.check_shareable(inst_at, m);
             self.check_mig_allowed(inst_at, m);
-            self.record(m, device, resource.clone(), Some(k));
+            self.record(m, instance.device, resource.clone(), Some(k));
         }
     }
 
     /// An instance whose resource is not time-sliced: one tenant, within the instance's memory
     /// and SM share, and its latency alone on the instance.
-    fn check_exclusive_instance(
-        &mut self,
-        device: Device<'a>,
-        p: &MigProfile,
-        inst_at: &str,
-        here: &[&'a Model],
-    ) {
-        let gpu = device.gpu;
+    fn check_exclusive_instance(&mut self, instance: &Instance<'a>) {
+        let (p, inst_at, here) = (instance.profile, instance.at.as_str(), &instance.tenants);
+        let (gpu, base) = (instance.device.gpu, p.resource_name());
         let headroom = self.spec.policy.memory_headroom;
-        let base = p.resource_name();
-        let sm_share = gpu.sm_share(p);
+        let sm_share = instance.sm_share();
         if here.len() > 1 {
             self.push(
                 Kind::NodeSharing,
@@ -192,7 +195,7 @@ impl<'a> Checker<'a> {
                 .and_then(|l| rules::baseline_ms(l, gpu))
                 .map(|b| b.and_then(|b| rules::mig_p99_ms(b, gpu.sms, p.sms, m.compute)));
             self.check_alone_latency(inst_at, m, p99);
-            self.record(m, device, base.clone(), None);
+            self.record(m, instance.device, base.clone(), None);
         }
     }
 }

@@ -186,6 +186,11 @@ fn assert_finds(spec: &Spec, catalog: &Catalog, plan: &Plan, kind: Kind) {
     assert!(found.iter().any(|v| v.kind == kind), "expected {kind:?}, found {found:#?}");
 }
 
+/// The verifier finds nothing wrong with a hand-made sound plan.
+fn assert_sound((spec, catalog, plan): (Spec, Catalog, Plan)) {
+    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+}
+
 fn mig_gpu(plan: &mut Plan) -> &mut GpuPlan {
     &mut plan.pools[0].nodes[0].gpus[1]
 }
@@ -196,14 +201,12 @@ fn model_mut<'a>(spec: &'a mut Spec, name: &str) -> &'a mut Model {
 
 #[test]
 fn accepts_the_hand_planned_voice_pipeline() {
-    let (spec, catalog, plan) = voice();
-    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+    assert_sound(voice());
 }
 
 #[test]
 fn accepts_a_sound_time_sliced_node() {
-    let (spec, catalog, plan) = time_sliced([0.3, 0.3, 0.3, 0.3]);
-    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+    assert_sound(time_sliced([0.3, 0.3, 0.3, 0.3]));
 }
 
 #[test]
@@ -585,8 +588,7 @@ fn tensor_parallel(gpus_on: [(&str, u32); 2]) -> (Spec, Catalog, Plan) {
 
 #[test]
 fn accepts_a_multi_gpu_replica_on_whole_gpus_of_one_node() {
-    let (spec, catalog, plan) = tensor_parallel([("n1", 0), ("n1", 1)]);
-    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+    assert_sound(tensor_parallel([("n1", 0), ("n1", 1)]));
 }
 
 #[test]
@@ -649,8 +651,7 @@ fn mps(computes: [f64; 4]) -> (Spec, Catalog, Plan) {
 
 #[test]
 fn accepts_a_sound_mps_node() {
-    let (spec, catalog, plan) = mps([0.2, 0.2, 0.2, 0.2]);
-    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+    assert_sound(mps([0.2, 0.2, 0.2, 0.2]));
 }
 
 #[test]
