@@ -1,10 +1,12 @@
 //! `gpuplan explain`: why the plan is what it is.
 
+use std::fmt::Write as _;
+
 use clap::Args;
 
 use super::common::load_spec;
 use super::{Ctx, ExitStatus, Format, ManifestArgs};
-use crate::plan::{GpuMode, GpuPlan};
+use crate::plan::{GpuMode, GpuPlan, ModelPlan};
 
 /// Plan a manifest and print, per model, where it runs and why. Writes nothing.
 #[derive(Debug, Args)]
@@ -67,39 +69,40 @@ pub(super) fn run(ctx: &Ctx, args: &ExplainArgs) -> anyhow::Result<ExitStatus> {
                 text.push_str(&plan_header(&plan));
             }
             for model in models {
-                text.push_str(&format!("{}\n", model.name));
-                for group in &model.groups {
-                    text.push_str(&format!(
-                        "  {} × {} in pool `{}` on {}\n",
-                        group.replicas,
-                        group.resource,
-                        group.pool,
-                        group.nodes.join(", ")
-                    ));
-                }
-                let alternatives =
-                    model.reasons.iter().filter(|r| r.starts_with(crate::plan::ALTERNATIVE_PREFIX)).count();
-                let mut shown = 0;
-                for reason in &model.reasons {
-                    if reason.starts_with(crate::plan::ALTERNATIVE_PREFIX) {
-                        shown += 1;
-                        if !args.all && shown > CLOSEST_ALTERNATIVES {
-                            continue;
-                        }
-                    }
-                    text.push_str(&format!("  - {reason}\n"));
-                }
-                if !args.all && alternatives > CLOSEST_ALTERNATIVES {
-                    text.push_str(&format!(
-                        "  - and {} more alternative(s) (`--all` lists them)\n",
-                        alternatives - CLOSEST_ALTERNATIVES
-                    ));
-                }
+                text.push_str(&model_text(model, args.all));
             }
             ctx.out(&text)?;
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// One model: its replica groups, then the planner's reasons (the closest alternatives only,
+/// unless `all`).
+fn model_text(model: &ModelPlan, all: bool) -> String {
+    let mut text = format!("{}\n", model.name);
+    for group in &model.groups {
+        let nodes = group.nodes.join(", ");
+        let _ =
+            writeln!(text, "  {} × {} in pool `{}` on {nodes}", group.replicas, group.resource, group.pool);
+    }
+    let is_alternative = |r: &String| r.starts_with(crate::plan::ALTERNATIVE_PREFIX);
+    let alternatives = model.reasons.iter().filter(|r| is_alternative(r)).count();
+    let mut shown = 0;
+    for reason in &model.reasons {
+        if is_alternative(reason) {
+            shown += 1;
+            if !all && shown > CLOSEST_ALTERNATIVES {
+                continue;
+            }
+        }
+        let _ = writeln!(text, "  - {reason}");
+    }
+    if !all && alternatives > CLOSEST_ALTERNATIVES {
+        let more = alternatives - CLOSEST_ALTERNATIVES;
+        let _ = writeln!(text, "  - and {more} more alternative(s) (`--all` lists them)");
+    }
+    text
 }
 
 /// The plan's quality and every used node's GPUs (the part of `explain` without `--model`).
@@ -166,5 +169,34 @@ fn describe_gpu(gpu: &GpuPlan) -> String {
                 instances.iter().map(|i| format!("{}@{}", i.profile, i.start)).collect();
             format!("MIG [{}], {}", layout.join(" "), tenants(true))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CLOSEST_ALTERNATIVES, model_text};
+    use crate::plan::{ALTERNATIVE_PREFIX, ModelPlan, ReplicaGroup};
+
+    #[test]
+    fn a_model_shows_its_groups_and_only_the_closest_alternatives_unless_all() {
+        let mut reasons = vec!["the cheapest option".to_owned()];
+        reasons.extend((1..=5).map(|i| format!("{ALTERNATIVE_PREFIX} option {i}")));
+        let group = ReplicaGroup {
+            resource: "nvidia.com/mig-3g.40gb".to_owned(),
+            per_replica: 1,
+            replicas: 2,
+            pool: "a100".to_owned(),
+            nodes: vec!["n1".to_owned(), "n2".to_owned()],
+        };
+        let model =
+            ModelPlan { name: "asr".to_owned(), groups: vec![group], reasons, slo_unverified: Vec::new() };
+        let short = model_text(&model, false);
+        assert!(short.starts_with("asr\n  2 × nvidia.com/mig-3g.40gb in pool `a100` on n1, n2\n"), "{short}");
+        assert!(short.contains("  - the cheapest option\n"), "{short}");
+        assert_eq!(short.matches(ALTERNATIVE_PREFIX).count(), CLOSEST_ALTERNATIVES, "{short}");
+        assert!(short.ends_with("  - and 2 more alternative(s) (`--all` lists them)\n"), "{short}");
+        let all = model_text(&model, true);
+        assert_eq!(all.matches(ALTERNATIVE_PREFIX).count(), 5, "{all}");
+        assert!(!all.contains("more alternative"), "{all}");
     }
 }
