@@ -13,10 +13,10 @@
 
 pub mod dra;
 pub mod gitops;
-pub mod names;
-pub mod nodes;
+pub(crate) mod names;
+pub(crate) mod nodes;
 pub mod nvidia;
-pub mod report;
+pub(crate) mod report;
 pub mod workloads;
 
 use std::collections::BTreeMap;

@@ -18,9 +18,9 @@
 //! Guarantees: deterministic for a seed; no IO; never panics on a malformed bundle (it is
 //! reported as a problem).
 
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod dra;
-pub mod scheduler;
+pub(crate) mod scheduler;
 
 use std::collections::BTreeMap;
 

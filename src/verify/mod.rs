@@ -17,6 +17,11 @@
 //!   `policy.time_slicing_efficiency` of one device;
 //! - isolation: `hardware` never time-sliced, `dedicated` only on whole GPUs, multi-GPU models only
 //!   on whole GPUs, `llm` models not time-sliced under `policy.llm_never_time_sliced`;
+//! - MPS: only on pools whose `sharing` lists `mps`, on whole GPUs of a node that shares by MPS
+//!   alone, each client within its thread cap, never a model with `allowMps: false`;
+//! - latency: the planner's model predicts each replica's p99 within its SLO, a shared replica's
+//!   with the largest `k − 1` tenants of its resource as neighbours; a replica alone on its
+//!   device whose prediction the model refuses is not a violation (`rules::alone_slo`);
 //! - demand: replicas placed = replicas asked, or the rate covered by the groups using the model's
 //!   admissible measured points (`processes == 1`, `latency < admission_factor × slo`, the best
 //!   rps per GPU and profile; a time-sliced group covers nothing, as no point was measured shared);
