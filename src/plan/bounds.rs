@@ -20,7 +20,9 @@
 
 use std::collections::BTreeMap;
 
-use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, variable};
+use good_lp::{
+    Constraint, Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, variable,
+};
 
 use crate::catalog::{GpuModel, layout};
 use crate::plan::problem::Problem;
@@ -463,6 +465,14 @@ fn repair(pools: &[PoolFacts], prices: &[f64], mut weights: Vec<Weights>) -> Vec
     weights
 }
 
+/// The variables of one pool in [`solve_weights`]'s program.
+struct PoolVars {
+    surcharge: Variable,
+    instance: Vec<Expression>,
+    instance_vars: Vec<Option<Variable>>,
+    shared: BTreeMap<usize, (Variable, Variable)>,
+}
+
 /// The weights that maximise the bound (a linear program: the dual of the configuration
 /// program relaxed to these charges), or `None` when the solver fails (the simple bound stands).
 fn solve_weights(units: &[Unit], pools: &[PoolFacts], prices: &[f64]) -> Option<Vec<Weights>> {
@@ -473,48 +483,9 @@ fn solve_weights(units: &[Unit], pools: &[PoolFacts], prices: &[f64]) -> Option<
     let dearest = prices.iter().copied().fold(0.0, f64::max);
     let mut vars = ProblemVariables::new();
     let mut cons = Vec::new();
-    struct PoolVars {
-        surcharge: Variable,
-        instance: Vec<Expression>,
-        instance_vars: Vec<Option<Variable>>,
-        shared: BTreeMap<usize, (Variable, Variable)>,
-    }
     let mut pv: Vec<PoolVars> = Vec::new();
     for (pi, p) in pools.iter().enumerate() {
-        let surcharge = vars.add(variable().min(0.0).max(MAX_SURCHARGE * dearest));
-        let budget: Expression = surcharge + prices[pi];
-        let mut instance = Vec::new();
-        let mut instance_vars = Vec::new();
-        match &p.layouts {
-            Some(layouts) => {
-                let v: Vec<Variable> = (0..p.profiles).map(|_| vars.add(variable().min(0.0))).collect();
-                // Within the budget even for a profile no layout holds (keeps the program bounded).
-                for &x in &v {
-                    cons.push(constraint!(x <= budget.clone()));
-                }
-                for l in layouts {
-                    let sum: Expression = l.iter().zip(&v).map(|(&n, &x)| f64::from(n) * x).sum();
-                    cons.push(constraint!(sum <= budget.clone()));
-                }
-                // A larger instance weighs at least as much as a smaller one (no loss: lowering a
-                // larger one's weight to the smaller's changes no least charge of an exclusive
-                // replica), so an exclusive replica's rows for larger instances are implied.
-                for large in 0..p.profiles {
-                    for small in 0..p.profiles {
-                        if p.dominated(small, large) {
-                            cons.push(constraint!(v[small] <= v[large]));
-                        }
-                    }
-                }
-                instance.extend(v.iter().map(|&x| Expression::from(x)));
-                instance_vars.extend(v.into_iter().map(Some));
-            }
-            None => {
-                instance.extend(p.generic.iter().map(|&g| g * budget.clone()));
-                instance_vars.extend(p.generic.iter().map(|_| None));
-            }
-        }
-        pv.push(PoolVars { surcharge, instance, instance_vars, shared: BTreeMap::new() });
+        pv.push(pool_vars(&mut vars, &mut cons, p, prices[pi], dearest));
     }
     // Slot and compute weights only for the time-sliced devices some way uses.
     for u in units {
@@ -537,32 +508,7 @@ fn solve_weights(units: &[Unit], pools: &[PoolFacts], prices: &[f64]) -> Option<
     for u in units {
         let z = vars.add(variable().min(0.0));
         objective += u.units * z;
-        for way in &u.ways {
-            let p = &pv[way.pool];
-            if let Device::Mig(q) = way.device
-                && pools[way.pool].layouts.is_some()
-                && u.ways.iter().any(|o| {
-                    o.pool == way.pool
-                        && o.a == way.a
-                        && matches!(o.device, Device::Mig(s) if pools[way.pool].dominated(s, q))
-                })
-            {
-                continue;
-            }
-            let rhs: Expression = match way.device {
-                Device::Whole => way.a * (p.surcharge + prices[way.pool]),
-                Device::Mig(q) => way.a * p.instance[q].clone(),
-                Device::WholeShared => {
-                    let (a, b) = p.shared[&0];
-                    way.a * a + way.b * b
-                }
-                Device::MigShared(q) => {
-                    let (a, b) = p.shared[&(1 + q)];
-                    way.a * a + way.b * b
-                }
-            };
-            cons.push(constraint!(z <= rhs));
-        }
+        unit_rows(u, z, pools, &pv, prices, &mut cons);
     }
     for (p, v) in pools.iter().zip(&pv) {
         objective -= p.gpus * v.surcharge;
@@ -592,6 +538,89 @@ fn solve_weights(units: &[Unit], pools: &[PoolFacts], prices: &[f64]) -> Option<
             })
             .collect(),
     )
+}
+
+/// One pool's surcharge and instance weights in [`solve_weights`]'s program, with their rows
+/// (every layout within the budget, larger instances weighing at least the smaller ones).
+fn pool_vars(
+    vars: &mut ProblemVariables,
+    cons: &mut Vec<Constraint>,
+    p: &PoolFacts,
+    price: f64,
+    dearest: f64,
+) -> PoolVars {
+    let surcharge = vars.add(variable().min(0.0).max(MAX_SURCHARGE * dearest));
+    let budget: Expression = surcharge + price;
+    let mut instance = Vec::new();
+    let mut instance_vars = Vec::new();
+    match &p.layouts {
+        Some(layouts) => {
+            let v: Vec<Variable> = (0..p.profiles).map(|_| vars.add(variable().min(0.0))).collect();
+            // Within the budget even for a profile no layout holds (keeps the program bounded).
+            for &x in &v {
+                cons.push(constraint!(x <= budget.clone()));
+            }
+            for l in layouts {
+                let sum: Expression = l.iter().zip(&v).map(|(&n, &x)| f64::from(n) * x).sum();
+                cons.push(constraint!(sum <= budget.clone()));
+            }
+            // A larger instance weighs at least as much as a smaller one (no loss: lowering a
+            // larger one's weight to the smaller's changes no least charge of an exclusive
+            // replica), so an exclusive replica's rows for larger instances are implied.
+            for large in 0..p.profiles {
+                for small in 0..p.profiles {
+                    if p.dominated(small, large) {
+                        cons.push(constraint!(v[small] <= v[large]));
+                    }
+                }
+            }
+            instance.extend(v.iter().map(|&x| Expression::from(x)));
+            instance_vars.extend(v.into_iter().map(Some));
+        }
+        None => {
+            instance.extend(p.generic.iter().map(|&g| g * budget.clone()));
+            instance_vars.extend(p.generic.iter().map(|_| None));
+        }
+    }
+    PoolVars { surcharge, instance, instance_vars, shared: BTreeMap::new() }
+}
+
+/// A unit's charge `z` is at most what each of its ways charges (a way on a MIG instance
+/// that a way on a smaller instance of the same pool dominates adds no row).
+fn unit_rows(
+    u: &Unit,
+    z: Variable,
+    pools: &[PoolFacts],
+    pv: &[PoolVars],
+    prices: &[f64],
+    cons: &mut Vec<Constraint>,
+) {
+    for way in &u.ways {
+        let p = &pv[way.pool];
+        if let Device::Mig(q) = way.device
+            && pools[way.pool].layouts.is_some()
+            && u.ways.iter().any(|o| {
+                o.pool == way.pool
+                    && o.a == way.a
+                    && matches!(o.device, Device::Mig(s) if pools[way.pool].dominated(s, q))
+            })
+        {
+            continue;
+        }
+        let rhs: Expression = match way.device {
+            Device::Whole => way.a * (p.surcharge + prices[way.pool]),
+            Device::Mig(q) => way.a * p.instance[q].clone(),
+            Device::WholeShared => {
+                let (a, b) = p.shared[&0];
+                way.a * a + way.b * b
+            }
+            Device::MigShared(q) => {
+                let (a, b) = p.shared[&(1 + q)];
+                way.a * a + way.b * b
+            }
+        };
+        cons.push(constraint!(z <= rhs));
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
-use crate::plan::assign::{Assignment, Dev};
-use crate::plan::problem::{Kind, Need, Problem};
+use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
+use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
 use crate::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
     Quality, ReplicaGroup, Tenant,
@@ -53,242 +53,309 @@ fn label_part(s: &str, max: usize) -> String {
     if trimmed.is_empty() { "pool".to_owned() } else { trimmed.to_owned() }
 }
 
+/// What the pools add up to while [`build`] walks them: the named configs, the replica groups
+/// and the totals of the quality report.
+struct Totals {
+    mig_configs: BTreeMap<String, MigConfig>,
+    plugin_configs: BTreeMap<String, DevicePluginConfig>,
+    /// (model, pool, resource, per_replica) → (replicas, nodes)
+    groups: BTreeMap<GroupKey, (u32, BTreeSet<String>)>,
+    gpus_used: u32,
+    cost: f64,
+    priced: bool,
+}
+
 pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Result<Plan, String> {
-    let mut mig_configs = BTreeMap::from([(ALL_DISABLED.to_owned(), MigConfig::disabled())]);
     let mut plugin_configs: BTreeMap<String, DevicePluginConfig> = BTreeMap::new();
     plugin_configs.insert(DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(), DevicePluginConfig::default());
-    // (model, pool, resource, per_replica) → (replicas, nodes)
-    let mut groups: BTreeMap<GroupKey, (u32, BTreeSet<String>)> = BTreeMap::new();
+    let mut t = Totals {
+        mig_configs: BTreeMap::from([(ALL_DISABLED.to_owned(), MigConfig::disabled())]),
+        plugin_configs,
+        groups: BTreeMap::new(),
+        gpus_used: 0,
+        cost: 0.0,
+        priced: true,
+    };
     let mut pools = Vec::new();
-    let mut gpus_used = 0u32;
-    let mut cost = 0.0;
-    let mut priced = true;
     for (pi, (pool, pa)) in problem.pools.iter().zip(&a.pools).enumerate() {
-        // Per node: the MIG spec of each GPU (None = MIG disabled).
-        let mut node_specs: Vec<Vec<Option<Vec<u8>>>> = Vec::new();
-        for n in &pa.nodes {
-            node_specs.push(
-                n.gpus
-                    .iter()
-                    .map(|d| match d {
-                        Dev::Mig { counts, .. } | Dev::MigTs { counts, .. } => Some(counts.clone()),
-                        _ => None,
-                    })
-                    .collect(),
-            );
-        }
-        // Name the distinct MIG node layouts of this pool, in order of their description.
-        let describe = |spec: &[Option<Vec<u8>>]| -> String {
-            spec.iter()
-                .map(|s| match s {
-                    None => "off".to_owned(),
-                    Some(c) => crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, c.clone())
-                        .map_or_else(|| "invalid".to_owned(), |l| l.key),
-                })
-                .collect::<Vec<_>>()
-                .join("|")
-        };
-        let distinct: BTreeSet<String> =
-            node_specs.iter().filter(|s| s.iter().any(Option::is_some)).map(|s| describe(s)).collect();
-        let base = format!("gpuplan-{}", label_part(pool.name(), 40));
-        let names: BTreeMap<String, String> =
-            distinct.iter().enumerate().map(|(i, d)| (d.clone(), format!("{base}-{}", i + 1))).collect();
+        pools.push(pool_plan(problem, pi, pool, pa, &mut t)?);
+    }
+    let (models, one_per_replica) = model_plans(problem, a, fig, &t.groups);
+    // The bounds are reported as computed, never clamped to the plan: a bound above the plan
+    // is a bug the verifier reports.
+    let gpus_used = t.gpus_used;
+    let mut quality = Quality {
+        gpus_used,
+        lower_bound: fig.lower_bound,
+        model_lower_bound: fig.model_lower_bound,
+        one_gpu_per_replica: one_per_replica,
+        first_fit_decreasing: fig.ffd,
+        cost_per_hour: (t.priced && gpus_used > 0).then_some((t.cost * 1e6).round() / 1e6),
+        cost_lower_bound_per_hour: fig.cost_lower_bound,
+        model_cost_lower_bound_per_hour: fig.model_cost_lower_bound,
+        first_fit_decreasing_cost_per_hour: fig.ffd_cost.map(|c| (c * 1e6).round() / 1e6),
+        proof: crate::plan::Proof::Unproven,
+    };
+    quality.proof = quality.judge(fig.solver_proved);
+    Ok(Plan {
+        name: problem.spec.name.clone(),
+        pools,
+        models,
+        mig_configs: t.mig_configs,
+        device_plugin_configs: t.plugin_configs,
+        quality,
+        changes: None,
+    })
+}
 
-        let mut nodes = Vec::new();
-        for (ni, (n, spec)) in pa.nodes.iter().zip(&node_specs).enumerate() {
-            let node_name = pool.node_name(ni);
-            let mut gpus = Vec::new();
-            let mut ts_k = None;
-            let mut mig_ts: BTreeMap<String, u32> = BTreeMap::new();
-            for (gi, d) in n.gpus.iter().enumerate() {
-                let index = gi as u32;
-                let (mode, tenants) = match d {
-                    Dev::Unused => (GpuMode::Unused, Vec::new()),
-                    Dev::Whole { tenant } => (
-                        GpuMode::Whole,
-                        tenant
-                            .iter()
-                            .map(|&m| Tenant {
-                                model: problem.models[m].name().to_owned(),
-                                instance_start: None,
-                            })
-                            .collect(),
-                    ),
-                    Dev::Ts { k, tenants } => {
-                        ts_k = Some(*k);
-                        let mut t: Vec<Tenant> = tenants
-                            .iter()
-                            .map(|&m| Tenant {
-                                model: problem.models[m].name().to_owned(),
-                                instance_start: None,
-                            })
-                            .collect();
-                        t.sort_by(|x, y| x.model.cmp(&y.model));
-                        let mode = if pool.mps {
-                            GpuMode::Mps { replicas: *k }
-                        } else {
-                            GpuMode::TimeSliced { replicas: *k }
-                        };
-                        (mode, t)
-                    }
-                    Dev::MigTs { q, k, counts, tenants, excl } => {
-                        let placed = placed_instances(pool, counts, &node_name, gi)?;
-                        let Some(shared) = pool.profiles.get(*q) else {
-                            return Err(format!("internal: no shared profile on `{node_name}` GPU {gi}"));
-                        };
-                        mig_ts.insert(format!("nvidia.com/mig-{}", shared.name), *k);
-                        // The device plugin picks the instance; show the shared tenants spread
-                        // over the instances of the shared profile.
-                        let starts: Vec<u8> =
-                            placed.iter().filter(|p| p.profile == shared.name).map(|p| p.start).collect();
-                        let mut sorted: Vec<&str> =
-                            tenants.iter().map(|&m| problem.models[m].name()).collect();
-                        sorted.sort();
-                        let mut ts: Vec<Tenant> = sorted
-                            .iter()
-                            .enumerate()
-                            .map(|(i, m)| Tenant {
-                                model: (*m).to_owned(),
-                                instance_start: starts.get(i % starts.len().max(1)).copied(),
-                            })
-                            .collect();
-                        let free: Vec<(String, u8)> = placed
-                            .iter()
-                            .filter(|p| p.profile != shared.name)
-                            .map(|p| (p.profile.clone(), p.start))
-                            .collect();
-                        ts.extend(exclusive_tenants(problem, pool, free, excl, &node_name, gi)?);
-                        ts.sort_by(|x, y| {
-                            x.instance_start.cmp(&y.instance_start).then(x.model.cmp(&y.model))
-                        });
-                        (GpuMode::Mig { instances: placed }, ts)
-                    }
-                    Dev::Mig { counts, tenants } => {
-                        let placed = placed_instances(pool, counts, &node_name, gi)?;
-                        let free: Vec<(String, u8)> =
-                            placed.iter().map(|p| (p.profile.clone(), p.start)).collect();
-                        let mut ts = exclusive_tenants(problem, pool, free, tenants, &node_name, gi)?;
-                        ts.sort_by_key(|t| t.instance_start);
-                        (GpuMode::Mig { instances: placed }, ts)
-                    }
-                };
-                let uuid = pool.spec.dra.as_ref().and_then(|d| d.uuid(&node_name, index)).map(str::to_owned);
-                gpus.push(GpuPlan { index, uuid, mode, tenants });
-            }
-            // Replica groups.
-            let mut whole_count: BTreeMap<usize, u32> = BTreeMap::new();
-            for d in &n.gpus {
-                match d {
-                    Dev::Whole { tenant: Some(m) } => *whole_count.entry(*m).or_insert(0) += 1,
-                    Dev::Ts { k, tenants } => {
-                        for &m in tenants {
-                            let res = pool.resource(Kind::TimeSliced(*k), problem.rename_shared);
-                            let e = groups.entry((m, pi, res, 1)).or_default();
-                            e.0 += 1;
-                            e.1.insert(node_name.clone());
-                        }
-                    }
-                    Dev::MigTs { q, k, tenants, excl, .. } => {
-                        for &m in tenants {
-                            let res = pool.resource(Kind::MigTs(*q, *k), problem.rename_shared);
-                            let e = groups.entry((m, pi, res, 1)).or_default();
-                            e.0 += 1;
-                            e.1.insert(node_name.clone());
-                        }
-                        for &(q, m) in excl {
-                            let e = groups.entry((m, pi, pool.resource(Kind::Mig(q), false), 1)).or_default();
-                            e.0 += 1;
-                            e.1.insert(node_name.clone());
-                        }
-                    }
-                    Dev::Mig { tenants, .. } => {
-                        for &(q, m) in tenants {
-                            let e = groups.entry((m, pi, pool.resource(Kind::Mig(q), false), 1)).or_default();
-                            e.0 += 1;
-                            e.1.insert(node_name.clone());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            for (m, g) in whole_count {
-                let per = problem.models[m].spec.gpus.unwrap_or(1).max(1);
-                let e = groups.entry((m, pi, "nvidia.com/gpu".to_owned(), per)).or_default();
-                e.0 += g / per;
-                e.1.insert(node_name.clone());
-            }
-            let used = gpus.iter().filter(|g| g.mode != GpuMode::Unused).count() as u32;
-            gpus_used += used;
-            match pool.spec.cost_per_gpu_hour {
-                Some(c) => cost += c * f64::from(used),
-                None if used > 0 => priced = false,
-                None => {}
-            }
-            let mig_config = if spec.iter().any(Option::is_some) {
-                let key = describe(spec);
-                let name = names.get(&key).cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
-                mig_configs.entry(name.clone()).or_insert_with(|| mig_config(pool, spec));
-                name
-            } else {
-                ALL_DISABLED.to_owned()
-            };
-            let device_plugin_config = match ts_k {
-                Some(k) if pool.mps => {
-                    let name = format!("gpuplan-mps-gpu-{k}");
-                    plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
-                        mps: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
-                        ..DevicePluginConfig::default()
-                    });
-                    name
-                }
-                Some(k) => {
-                    let name = format!("gpuplan-ts-gpu-{k}");
-                    plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
-                        time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
-                        ..DevicePluginConfig::default()
-                    });
-                    name
-                }
-                None if !mig_ts.is_empty() => {
-                    let parts: Vec<String> = mig_ts
-                        .iter()
-                        .map(|(r, k)| format!("{}-{k}", r.trim_start_matches("nvidia.com/")))
-                        .collect();
-                    let mut name = format!("gpuplan-ts-{}", parts.join("-"));
-                    name.truncate(63);
-                    let name = name.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
-                    plugin_configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
-                        time_slicing: mig_ts.clone(),
-                        ..Default::default()
-                    });
-                    name
-                }
-                None => DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
-            };
-            let must_drain = must_drain(pool, &node_name, &gpus);
-            nodes.push(NodePlan {
-                name: node_name,
-                mig_config,
-                device_plugin_config,
-                must_drain,
-                gpus,
-                transition: None,
-            });
+/// One pool's view: its nodes (named MIG and device-plugin configs registered in `t`), its
+/// replica groups and GPUs added to `t`.
+fn pool_plan(
+    problem: &Problem<'_>,
+    pi: usize,
+    pool: &PoolCtx<'_>,
+    pa: &PoolA,
+    t: &mut Totals,
+) -> Result<PoolPlan, String> {
+    // Per node: the MIG spec of each GPU (None = MIG disabled).
+    let mut node_specs: Vec<Vec<Option<Vec<u8>>>> = Vec::new();
+    for n in &pa.nodes {
+        node_specs.push(
+            n.gpus
+                .iter()
+                .map(|d| match d {
+                    Dev::Mig { counts, .. } | Dev::MigTs { counts, .. } => Some(counts.clone()),
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    // Name the distinct MIG node layouts of this pool, in order of their description.
+    let describe = |spec: &[Option<Vec<u8>>]| -> String {
+        spec.iter()
+            .map(|s| match s {
+                None => "off".to_owned(),
+                Some(c) => crate::plan::layouts::from_counts(pool.gpu, &pool.profiles, c.clone())
+                    .map_or_else(|| "invalid".to_owned(), |l| l.key),
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let distinct: BTreeSet<String> =
+        node_specs.iter().filter(|s| s.iter().any(Option::is_some)).map(|s| describe(s)).collect();
+    let base = format!("gpuplan-{}", label_part(pool.name(), 40));
+    let names: BTreeMap<String, String> =
+        distinct.iter().enumerate().map(|(i, d)| (d.clone(), format!("{base}-{}", i + 1))).collect();
+
+    let mut nodes = Vec::new();
+    for (ni, (n, spec)) in pa.nodes.iter().zip(&node_specs).enumerate() {
+        let node_name = pool.node_name(ni);
+        let mut gpus = Vec::new();
+        let mut ts_k = None;
+        let mut mig_ts: BTreeMap<String, u32> = BTreeMap::new();
+        for (gi, d) in n.gpus.iter().enumerate() {
+            let index = gi as u32;
+            let (mode, tenants) = gpu_view(problem, pool, d, &node_name, gi, &mut ts_k, &mut mig_ts)?;
+            let uuid = pool.spec.dra.as_ref().and_then(|d| d.uuid(&node_name, index)).map(str::to_owned);
+            gpus.push(GpuPlan { index, uuid, mode, tenants });
         }
-        nodes.sort_by(|x, y| x.name.cmp(&y.name));
-        pools.push(PoolPlan {
-            name: pool.name().to_owned(),
-            gpu: pool.gpu.id.clone(),
-            autoscaled: pool.autoscaled,
-            nodes,
+        node_groups(problem, pi, pool, n, &node_name, &mut t.groups);
+        let used = gpus.iter().filter(|g| g.mode != GpuMode::Unused).count() as u32;
+        t.gpus_used += used;
+        match pool.spec.cost_per_gpu_hour {
+            Some(c) => t.cost += c * f64::from(used),
+            None if used > 0 => t.priced = false,
+            None => {}
+        }
+        let mig_config = if spec.iter().any(Option::is_some) {
+            let key = describe(spec);
+            let name = names.get(&key).cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
+            t.mig_configs.entry(name.clone()).or_insert_with(|| mig_config(pool, spec));
+            name
+        } else {
+            ALL_DISABLED.to_owned()
+        };
+        let device_plugin_config = plugin_config(pool, ts_k, &mig_ts, &mut t.plugin_configs);
+        let must_drain = must_drain(pool, &node_name, &gpus);
+        nodes.push(NodePlan {
+            name: node_name,
+            mig_config,
+            device_plugin_config,
+            must_drain,
+            gpus,
+            transition: None,
         });
     }
+    nodes.sort_by(|x, y| x.name.cmp(&y.name));
+    Ok(PoolPlan {
+        name: pool.name().to_owned(),
+        gpu: pool.gpu.id.clone(),
+        autoscaled: pool.autoscaled,
+        nodes,
+    })
+}
 
+/// One GPU's mode and tenants. Notes the time-slicing replicas of a shared whole GPU in `ts_k`
+/// and those of a time-sliced MIG profile in `mig_ts` (resource → replicas).
+fn gpu_view(
+    problem: &Problem<'_>,
+    pool: &PoolCtx<'_>,
+    d: &Dev,
+    node_name: &str,
+    gi: usize,
+    ts_k: &mut Option<u32>,
+    mig_ts: &mut BTreeMap<String, u32>,
+) -> Result<(GpuMode, Vec<Tenant>), String> {
+    let tenant = |m: usize| Tenant { model: problem.models[m].name().to_owned(), instance_start: None };
+    Ok(match d {
+        Dev::Unused => (GpuMode::Unused, Vec::new()),
+        Dev::Whole { tenant: t } => (GpuMode::Whole, t.iter().map(|&m| tenant(m)).collect()),
+        Dev::Ts { k, tenants } => {
+            *ts_k = Some(*k);
+            let mut t: Vec<Tenant> = tenants.iter().map(|&m| tenant(m)).collect();
+            t.sort_by(|x, y| x.model.cmp(&y.model));
+            let mode =
+                if pool.mps { GpuMode::Mps { replicas: *k } } else { GpuMode::TimeSliced { replicas: *k } };
+            (mode, t)
+        }
+        Dev::MigTs { q, k, counts, tenants, excl } => {
+            let placed = placed_instances(pool, counts, node_name, gi)?;
+            let Some(shared) = pool.profiles.get(*q) else {
+                return Err(format!("internal: no shared profile on `{node_name}` GPU {gi}"));
+            };
+            mig_ts.insert(format!("nvidia.com/mig-{}", shared.name), *k);
+            // The device plugin picks the instance; show the shared tenants spread
+            // over the instances of the shared profile.
+            let starts: Vec<u8> =
+                placed.iter().filter(|p| p.profile == shared.name).map(|p| p.start).collect();
+            let mut sorted: Vec<&str> = tenants.iter().map(|&m| problem.models[m].name()).collect();
+            sorted.sort();
+            let mut ts: Vec<Tenant> = sorted
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Tenant {
+                    model: (*m).to_owned(),
+                    instance_start: starts.get(i % starts.len().max(1)).copied(),
+                })
+                .collect();
+            let free: Vec<(String, u8)> = placed
+                .iter()
+                .filter(|p| p.profile != shared.name)
+                .map(|p| (p.profile.clone(), p.start))
+                .collect();
+            ts.extend(exclusive_tenants(problem, pool, free, excl, node_name, gi)?);
+            ts.sort_by(|x, y| x.instance_start.cmp(&y.instance_start).then(x.model.cmp(&y.model)));
+            (GpuMode::Mig { instances: placed }, ts)
+        }
+        Dev::Mig { counts, tenants } => {
+            let placed = placed_instances(pool, counts, node_name, gi)?;
+            let free: Vec<(String, u8)> = placed.iter().map(|p| (p.profile.clone(), p.start)).collect();
+            let mut ts = exclusive_tenants(problem, pool, free, tenants, node_name, gi)?;
+            ts.sort_by_key(|t| t.instance_start);
+            (GpuMode::Mig { instances: placed }, ts)
+        }
+    })
+}
+
+/// Adds one node's replicas to the replica groups (model, pool, resource, GPUs per replica).
+fn node_groups(
+    problem: &Problem<'_>,
+    pi: usize,
+    pool: &PoolCtx<'_>,
+    n: &NodeA,
+    node_name: &str,
+    groups: &mut BTreeMap<GroupKey, (u32, BTreeSet<String>)>,
+) {
+    let mut add = |m: usize, res: String| {
+        let e = groups.entry((m, pi, res, 1)).or_default();
+        e.0 += 1;
+        e.1.insert(node_name.to_owned());
+    };
+    let mut whole_count: BTreeMap<usize, u32> = BTreeMap::new();
+    for d in &n.gpus {
+        match d {
+            Dev::Whole { tenant: Some(m) } => *whole_count.entry(*m).or_insert(0) += 1,
+            Dev::Ts { k, tenants } => {
+                for &m in tenants {
+                    add(m, pool.resource(Kind::TimeSliced(*k), problem.rename_shared));
+                }
+            }
+            Dev::MigTs { q, k, tenants, excl, .. } => {
+                for &m in tenants {
+                    add(m, pool.resource(Kind::MigTs(*q, *k), problem.rename_shared));
+                }
+                for &(q, m) in excl {
+                    add(m, pool.resource(Kind::Mig(q), false));
+                }
+            }
+            Dev::Mig { tenants, .. } => {
+                for &(q, m) in tenants {
+                    add(m, pool.resource(Kind::Mig(q), false));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (m, g) in whole_count {
+        let per = problem.models[m].spec.gpus.unwrap_or(1).max(1);
+        let e = groups.entry((m, pi, "nvidia.com/gpu".to_owned(), per)).or_default();
+        e.0 += g / per;
+        e.1.insert(node_name.to_owned());
+    }
+}
+
+/// The device-plugin config a node needs (registered in `configs` under its name): time-slicing
+/// or MPS of whole GPUs (`ts_k` replicas), time-slicing of MIG profiles (`mig_ts`), or the default.
+fn plugin_config(
+    pool: &PoolCtx<'_>,
+    ts_k: Option<u32>,
+    mig_ts: &BTreeMap<String, u32>,
+    configs: &mut BTreeMap<String, DevicePluginConfig>,
+) -> String {
+    match ts_k {
+        Some(k) if pool.mps => {
+            let name = format!("gpuplan-mps-gpu-{k}");
+            configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
+                mps: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
+                ..DevicePluginConfig::default()
+            });
+            name
+        }
+        Some(k) => {
+            let name = format!("gpuplan-ts-gpu-{k}");
+            configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
+                time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
+                ..DevicePluginConfig::default()
+            });
+            name
+        }
+        None if !mig_ts.is_empty() => {
+            let parts: Vec<String> =
+                mig_ts.iter().map(|(r, k)| format!("{}-{k}", r.trim_start_matches("nvidia.com/"))).collect();
+            let mut name = format!("gpuplan-ts-{}", parts.join("-"));
+            name.truncate(63);
+            let name = name.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
+            configs
+                .entry(name.clone())
+                .or_insert_with(|| DevicePluginConfig { time_slicing: mig_ts.clone(), ..Default::default() });
+            name
+        }
+        None => DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned(),
+    }
+}
+
+/// Every model's replica groups and reasons, and the GPUs if every replica had its own.
+fn model_plans(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    fig: &Figures,
+    groups: &BTreeMap<GroupKey, (u32, BTreeSet<String>)>,
+) -> (Vec<ModelPlan>, u32) {
     let mut models = Vec::new();
     let mut one_per_replica = 0u32;
     for (mi, mc) in problem.models.iter().enumerate() {
         let mut gs = Vec::new();
-        for ((m, pi, resource, per), (replicas, nodes)) in &groups {
+        for ((m, pi, resource, per), (replicas, nodes)) in groups {
             if *m != mi {
                 continue;
             }
@@ -305,30 +372,7 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
         let slo_unverified = slo_unverified(problem, a, mi);
         models.push(ModelPlan { name: mc.name().to_owned(), groups: gs, reasons, slo_unverified });
     }
-    // The bounds are reported as computed, never clamped to the plan: a bound above the plan
-    // is a bug the verifier reports.
-    let mut quality = Quality {
-        gpus_used,
-        lower_bound: fig.lower_bound,
-        model_lower_bound: fig.model_lower_bound,
-        one_gpu_per_replica: one_per_replica,
-        first_fit_decreasing: fig.ffd,
-        cost_per_hour: (priced && gpus_used > 0).then_some((cost * 1e6).round() / 1e6),
-        cost_lower_bound_per_hour: fig.cost_lower_bound,
-        model_cost_lower_bound_per_hour: fig.model_cost_lower_bound,
-        first_fit_decreasing_cost_per_hour: fig.ffd_cost.map(|c| (c * 1e6).round() / 1e6),
-        proof: crate::plan::Proof::Unproven,
-    };
-    quality.proof = quality.judge(fig.solver_proved);
-    Ok(Plan {
-        name: problem.spec.name.clone(),
-        pools,
-        models,
-        mig_configs,
-        device_plugin_configs: plugin_configs,
-        quality,
-        changes: None,
-    })
+    (models, one_per_replica)
 }
 
 /// Exclusive MIG tenants `(profile, model)`, each on a `free` instance `(profile, start)` of

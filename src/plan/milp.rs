@@ -571,62 +571,12 @@ impl<'p, 'a> Program<'p, 'a> {
         let p = &self.problem.pools[pi];
         let v = &self.pv[pi];
         let gpn = f64::from(p.gpn);
-        let mut cons: Vec<Constraint> = Vec::new();
         let mut gpus = Expression::from(0.0);
         for g in v.g.iter().copied().chain(v.w).chain(v.t.values().copied()) {
             gpus += g;
         }
-        // MIG supply per profile: exclusive instances of the layouts, and of the MIG
-        // time-slicing GPUs' other profiles.
-        if !v.g.is_empty() {
-            for q in 0..p.profiles.len() {
-                let (demand, any) = self.replicas_in(pi, |k| (k == Kind::Mig(q)).then_some(1.0));
-                if any {
-                    let mut supply = Expression::from(0.0);
-                    for (l, layout) in p.layouts.iter().enumerate() {
-                        let c = layout.counts.get(q).copied().unwrap_or(0);
-                        if c > 0 {
-                            supply += f64::from(c) * v.g[l];
-                        }
-                    }
-                    for (&(shared, _), layouts) in v.tm.iter().filter(|_| self.problem.small) {
-                        for &(l, var) in layouts.iter().filter(|_| shared != q) {
-                            let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
-                            if c > 0 {
-                                supply += f64::from(c) * var;
-                            }
-                        }
-                    }
-                    cons.push(constraint!(demand <= supply));
-                }
-            }
-        }
-        // Whole GPUs and multi-GPU packing.
-        if let (Some(w), Some(zw)) = (v.w, v.zw) {
-            let (demand, _) = self.replicas_in(pi, |k| match k {
-                Kind::Whole(n) => Some(f64::from(n)),
-                _ => None,
-            });
-            let mut sizes: Vec<u32> = Vec::new();
-            for col in &self.cols {
-                for o in &col.options {
-                    if o.pool == pi
-                        && let Kind::Whole(n) = o.kind
-                        && n > 1
-                        && !sizes.contains(&n)
-                    {
-                        sizes.push(n);
-                    }
-                }
-            }
-            cons.push(constraint!(demand <= w));
-            cons.push(constraint!(w <= gpn * zw));
-            for &n in &sizes {
-                let (big_ones, _) =
-                    self.replicas_in(pi, |k| matches!(k, Kind::Whole(s) if s >= n).then_some(1.0));
-                cons.push(constraint!(big_ones <= f64::from(p.gpn / n) * zw));
-            }
-        }
+        let mut cons = self.mig_supply_rows(pi);
+        self.whole_rows(pi, &mut cons);
         for (&k, &t) in &v.t {
             let (demand, _) = self.replicas_in(pi, |x| (x == Kind::TimeSliced(k)).then_some(1.0));
             cons.push(constraint!(demand <= f64::from(k) * t));
@@ -634,46 +584,8 @@ impl<'p, 'a> Program<'p, 'a> {
                 cons.push(constraint!(t <= gpn * z));
             }
         }
-        // Combined-compute time-slicing nodes: slots, and their tenants' compute within the
-        // efficiency per node (a sufficient form of "any k together": all of them together).
-        let eff = self.problem.spec.policy.time_slicing_efficiency;
-        for (&k, &(t, z)) in &v.ts {
-            let (mut slots, mut compute) = (Expression::from(0.0), Expression::from(0.0));
-            for (ci, col) in self.cols.iter().enumerate() {
-                for (oi, o) in col.options.iter().enumerate() {
-                    if let Some(s) = self.ys[ci][oi]
-                        && o.pool == pi
-                        && o.kind == Kind::TimeSliced(k)
-                    {
-                        slots += s;
-                        compute += col.compute * s;
-                    }
-                }
-            }
-            cons.push(constraint!(slots <= f64::from(k) * t));
-            cons.push(constraint!(t <= gpn * z));
-            // Each such node's budget is real only with a GPU on it.
-            cons.push(constraint!(z <= t));
-            cons.push(constraint!(compute <= eff * z));
-            gpus += t;
-        }
-        // MIG time-slicing nodes hold only their own GPUs; every other GPU fits on the rest.
-        let mut mig_ts_nodes = Expression::from(0.0);
-        for (&(q, k), layouts) in &v.tm {
-            let (demand, _) = self.replicas_in(pi, |x| (x == Kind::MigTs(q, k)).then_some(1.0));
-            let mut slots = Expression::from(0.0);
-            let mut on_nodes = Expression::from(0.0);
-            for &(l, var) in layouts {
-                let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
-                slots += f64::from(k) * f64::from(c) * var;
-                on_nodes += var;
-            }
-            cons.push(constraint!(demand <= slots));
-            if let Some(&z) = v.zm.get(&(q, k)) {
-                cons.push(constraint!(on_nodes <= gpn * z));
-                mig_ts_nodes += z;
-            }
-        }
+        self.combined_ts_rows(pi, &mut cons, &mut gpus);
+        let mig_ts_nodes = self.mig_ts_rows(pi, &mut cons);
         let mut classes = Expression::from(0.0);
         if let Some(zw) = v.zw {
             classes += zw;
@@ -696,6 +608,123 @@ impl<'p, 'a> Program<'p, 'a> {
         }
         self.cons.extend(cons);
         gpus
+    }
+
+    /// MIG supply per profile of pool `pi`: exclusive instances of the layouts, and of the MIG
+    /// time-slicing GPUs' other profiles.
+    fn mig_supply_rows(&self, pi: usize) -> Vec<Constraint> {
+        let p = &self.problem.pools[pi];
+        let v = &self.pv[pi];
+        let mut cons = Vec::new();
+        if v.g.is_empty() {
+            return cons;
+        }
+        for q in 0..p.profiles.len() {
+            let (demand, any) = self.replicas_in(pi, |k| (k == Kind::Mig(q)).then_some(1.0));
+            if any {
+                let mut supply = Expression::from(0.0);
+                for (l, layout) in p.layouts.iter().enumerate() {
+                    let c = layout.counts.get(q).copied().unwrap_or(0);
+                    if c > 0 {
+                        supply += f64::from(c) * v.g[l];
+                    }
+                }
+                for (&(shared, _), layouts) in v.tm.iter().filter(|_| self.problem.small) {
+                    for &(l, var) in layouts.iter().filter(|_| shared != q) {
+                        let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
+                        if c > 0 {
+                            supply += f64::from(c) * var;
+                        }
+                    }
+                }
+                cons.push(constraint!(demand <= supply));
+            }
+        }
+        cons
+    }
+
+    /// Whole GPUs of pool `pi` and multi-GPU packing on its exclusive-whole nodes.
+    fn whole_rows(&self, pi: usize, cons: &mut Vec<Constraint>) {
+        let p = &self.problem.pools[pi];
+        let v = &self.pv[pi];
+        let gpn = f64::from(p.gpn);
+        let (Some(w), Some(zw)) = (v.w, v.zw) else { return };
+        let (demand, _) = self.replicas_in(pi, |k| match k {
+            Kind::Whole(n) => Some(f64::from(n)),
+            _ => None,
+        });
+        let mut sizes: Vec<u32> = Vec::new();
+        for col in &self.cols {
+            for o in &col.options {
+                if o.pool == pi
+                    && let Kind::Whole(n) = o.kind
+                    && n > 1
+                    && !sizes.contains(&n)
+                {
+                    sizes.push(n);
+                }
+            }
+        }
+        cons.push(constraint!(demand <= w));
+        cons.push(constraint!(w <= gpn * zw));
+        for &n in &sizes {
+            let (big_ones, _) =
+                self.replicas_in(pi, |k| matches!(k, Kind::Whole(s) if s >= n).then_some(1.0));
+            cons.push(constraint!(big_ones <= f64::from(p.gpn / n) * zw));
+        }
+    }
+
+    /// Combined-compute time-slicing nodes of pool `pi`: slots, and their tenants' compute
+    /// within the efficiency per node (a sufficient form of "any k together": all of them
+    /// together). Their GPUs are added to `gpus`.
+    fn combined_ts_rows(&self, pi: usize, cons: &mut Vec<Constraint>, gpus: &mut Expression) {
+        let gpn = f64::from(self.problem.pools[pi].gpn);
+        let eff = self.problem.spec.policy.time_slicing_efficiency;
+        for (&k, &(t, z)) in &self.pv[pi].ts {
+            let (mut slots, mut compute) = (Expression::from(0.0), Expression::from(0.0));
+            for (ci, col) in self.cols.iter().enumerate() {
+                for (oi, o) in col.options.iter().enumerate() {
+                    if let Some(s) = self.ys[ci][oi]
+                        && o.pool == pi
+                        && o.kind == Kind::TimeSliced(k)
+                    {
+                        slots += s;
+                        compute += col.compute * s;
+                    }
+                }
+            }
+            cons.push(constraint!(slots <= f64::from(k) * t));
+            cons.push(constraint!(t <= gpn * z));
+            // Each such node's budget is real only with a GPU on it.
+            cons.push(constraint!(z <= t));
+            cons.push(constraint!(compute <= eff * z));
+            *gpus += t;
+        }
+    }
+
+    /// MIG time-slicing of pool `pi`: slots per profile and k, and its nodes, which hold only
+    /// their own GPUs; returns the count of those nodes.
+    fn mig_ts_rows(&self, pi: usize, cons: &mut Vec<Constraint>) -> Expression {
+        let p = &self.problem.pools[pi];
+        let gpn = f64::from(p.gpn);
+        let v = &self.pv[pi];
+        let mut mig_ts_nodes = Expression::from(0.0);
+        for (&(q, k), layouts) in &v.tm {
+            let (demand, _) = self.replicas_in(pi, |x| (x == Kind::MigTs(q, k)).then_some(1.0));
+            let mut slots = Expression::from(0.0);
+            let mut on_nodes = Expression::from(0.0);
+            for &(l, var) in layouts {
+                let c = p.layouts[l].counts.get(q).copied().unwrap_or(0);
+                slots += f64::from(k) * f64::from(c) * var;
+                on_nodes += var;
+            }
+            cons.push(constraint!(demand <= slots));
+            if let Some(&z) = v.zm.get(&(q, k)) {
+                cons.push(constraint!(on_nodes <= gpn * z));
+                mig_ts_nodes += z;
+            }
+        }
+        mig_ts_nodes
     }
 
     /// Spread (necessary conditions) of the single-model columns in pool `pi`.

@@ -1,7 +1,14 @@
 //! Decomposition of the optimiser's per-pool counts to nodes and GPUs (see [`decompose`]).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use crate::plan::assign::{
+    Assignment, Dev, Mode, NodeA, PoolA, dev_hosts, empty, model_order, place, place_first, trim,
+};
+use crate::plan::layouts;
 use crate::plan::milp::PoolCounts;
+use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
+use crate::spec::Spread;
 
 /// Turns the optimiser's counts into concrete nodes and GPUs, then places every replica.
 ///
@@ -38,67 +45,126 @@ pub(crate) fn decompose(
     for (pi, (pool, c)) in problem.pools.iter().zip(counts).enumerate() {
         let pa = &mut a.pools[pi];
         let used_nodes = (c.nodes as usize).min(pa.nodes.len());
-        // Node classes: exclusive-whole nodes first, then time-sliced nodes per k.
-        let mut class: Vec<Option<Option<u32>>> = vec![None; pa.nodes.len()];
-        let mut next = 0usize;
-        for _ in 0..c.whole_nodes {
+        let (class, mig_ts_class) = node_classes(pool, c, pa, used_nodes, repair)?;
+        let whole = ClassedPool { problem, pi, class: &class, used_nodes, repair };
+        whole.multi_gpu(pa, replicas, &mut deferred)?;
+        configure_gpus(pool, c, pa, &class, &mig_ts_class, used_nodes, repair)?;
+    }
+    // Whole-GPU replicas are on their GPUs, except the deferred ones.
+    a.replicas =
+        replicas.iter().filter(|(k, _)| matches!(k.2, Kind::Whole(_))).map(|(&k, &n)| (k, n)).collect();
+    for key in &deferred {
+        if let Some(n) = a.replicas.get_mut(key) {
+            *n -= 1;
+        }
+    }
+    a.replicas.retain(|_, n| *n > 0);
+    place_on_configured(problem, &mut a, replicas, repair, &mut deferred)?;
+    // Repair: what found no configured room goes where first fit puts it: the optimiser's
+    // choice or the model's other options (smallest first) on a configured device with room,
+    // else on a grown one (extended layout, new GPU, new node).
+    a.repaired = u32::try_from(deferred.len()).unwrap_or(u32::MAX);
+    if !place_deferred(problem, &mut a, deferred) {
+        return None;
+    }
+    trim(problem, &mut a);
+    Some(a)
+}
+
+/// A node's class in [`decompose`]: `None` unclassed, `Some(None)` exclusive whole GPUs,
+/// `Some(Some(k))` time-sliced `k` ways (`Some(Some(0))`: MIG time-slicing).
+type NodeClass = Option<Option<u32>>;
+
+/// One replica of a model moved from one option to another: ((model, from), (model, to)).
+type OptionChange = ((usize, Kind), (usize, Kind));
+
+/// Node classes of one pool's first `used_nodes` nodes: exclusive-whole nodes first (`Some(None)`),
+/// then time-sliced nodes per k (`Some(Some(k))`), then MIG time-slicing nodes (`Some(Some(0))`,
+/// flagged in the second vector), which get their GPUs of one profile and k here, round robin.
+/// `None` when a MIG time-slicing GPU finds no node and `repair` is off.
+fn node_classes(
+    pool: &PoolCtx<'_>,
+    c: &PoolCounts,
+    pa: &mut PoolA,
+    used_nodes: usize,
+    repair: bool,
+) -> Option<(Vec<NodeClass>, Vec<bool>)> {
+    let mut class: Vec<NodeClass> = vec![None; pa.nodes.len()];
+    let mut next = 0usize;
+    for _ in 0..c.whole_nodes {
+        if next < used_nodes {
+            class[next] = Some(None);
+            next += 1;
+        }
+    }
+    for (&k, &z) in &c.ts_nodes {
+        for _ in 0..z {
             if next < used_nodes {
-                class[next] = Some(None);
+                class[next] = Some(Some(k));
                 next += 1;
             }
         }
-        for (&k, &z) in &c.ts_nodes {
-            for _ in 0..z {
-                if next < used_nodes {
-                    class[next] = Some(Some(k));
-                    next += 1;
-                }
+    }
+    // MIG time-slicing nodes next: they hold only their GPUs of one profile and k.
+    let mut mig_ts_class: Vec<bool> = vec![false; pa.nodes.len()];
+    for (&(q, k), &z) in &c.mig_ts_nodes {
+        // The layouts' GPUs, one by one, largest count of `q` first.
+        let mut gpus: Vec<&Vec<u8>> = Vec::new();
+        for (l, &g) in c.mig_ts.get(&(q, k)).into_iter().flatten().enumerate() {
+            if let Some(layout) = pool.layouts.get(l) {
+                gpus.extend(std::iter::repeat_n(&layout.counts, g as usize));
             }
         }
-        // MIG time-slicing nodes next: they hold only their GPUs of one profile and k.
-        let mut mig_ts_class: Vec<bool> = vec![false; pa.nodes.len()];
-        for (&(q, k), &z) in &c.mig_ts_nodes {
-            // The layouts' GPUs, one by one, largest count of `q` first.
-            let mut gpus: Vec<&Vec<u8>> = Vec::new();
-            for (l, &g) in c.mig_ts.get(&(q, k)).into_iter().flatten().enumerate() {
-                if let Some(layout) = pool.layouts.get(l) {
-                    gpus.extend(std::iter::repeat_n(&layout.counts, g as usize));
-                }
+        gpus.sort_by_key(|c| std::cmp::Reverse(c.get(q).copied().unwrap_or(0)));
+        let mut gpus = gpus.into_iter();
+        let mut want = gpus.len();
+        let first = next;
+        for _ in 0..z {
+            if next >= used_nodes {
+                break;
             }
-            gpus.sort_by_key(|c| std::cmp::Reverse(c.get(q).copied().unwrap_or(0)));
-            let mut gpus = gpus.into_iter();
-            let mut want = gpus.len();
-            let first = next;
-            for _ in 0..z {
-                if next >= used_nodes {
-                    break;
-                }
-                mig_ts_class[next] = true;
-                class[next] = Some(Some(0));
-                next += 1;
-            }
-            // Round robin over the class's nodes, so that each holds one (`spread` needs them).
-            let mut gi = 0;
-            while want > 0 && first < next && gi < pool.gpn as usize {
-                for node in &mut pa.nodes[first..next] {
-                    if let Some(counts) = gpus.next() {
-                        node.gpus[gi] = Dev::MigTs {
-                            q,
-                            k,
-                            counts: counts.clone(),
-                            tenants: Vec::new(),
-                            excl: Vec::new(),
-                        };
-                        want -= 1;
-                    }
-                }
-                gi += 1;
-            }
-            if want > 0 && !repair {
-                return None;
-            }
+            mig_ts_class[next] = true;
+            class[next] = Some(Some(0));
+            next += 1;
         }
-        // Multi-GPU replicas first (largest first), on whole nodes, reserving their GPUs.
+        // Round robin over the class's nodes, so that each holds one (`spread` needs them).
+        let mut gi = 0;
+        while want > 0 && first < next && gi < pool.gpn as usize {
+            for node in &mut pa.nodes[first..next] {
+                if let Some(counts) = gpus.next() {
+                    node.gpus[gi] =
+                        Dev::MigTs { q, k, counts: counts.clone(), tenants: Vec::new(), excl: Vec::new() };
+                    want -= 1;
+                }
+            }
+            gi += 1;
+        }
+        if want > 0 && !repair {
+            return None;
+        }
+    }
+    Some((class, mig_ts_class))
+}
+
+/// One pool's node classes, as [`decompose`] places whole-GPU replicas on them.
+struct ClassedPool<'p, 'a> {
+    problem: &'p Problem<'a>,
+    pi: usize,
+    class: &'p [NodeClass],
+    used_nodes: usize,
+    repair: bool,
+}
+
+impl ClassedPool<'_, '_> {
+    /// Multi-GPU (and whole) replicas of the pool, largest first, on exclusive-whole nodes,
+    /// reserving their GPUs. What finds no node is `deferred` (repair) or ends it (`None`).
+    fn multi_gpu(
+        &self,
+        pa: &mut PoolA,
+        replicas: &BTreeMap<(usize, usize, Kind), u32>,
+        deferred: &mut Vec<(usize, usize, Kind)>,
+    ) -> Option<()> {
+        let (problem, pi, class, used_nodes) = (self.problem, self.pi, self.class, self.used_nodes);
         let mut multi: Vec<(u32, usize)> = Vec::new();
         for (&(m, p, kind), &n) in replicas {
             if p == pi
@@ -122,7 +188,7 @@ pub(crate) fn decompose(
                     && pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count() >= g
             });
             let Some(slot) = slot else {
-                if !repair {
+                if !self.repair {
                     return None;
                 }
                 deferred.push((m, pi, Kind::Whole(g as u32)));
@@ -137,65 +203,84 @@ pub(crate) fn decompose(
                 }
             }
         }
-        for (&k, &t) in &c.ts {
-            for _ in 0..t {
-                // Round robin over the nodes of the class, so that every such node holds one,
-                // as `spread: node` replicas need.
-                let dev = Dev::Ts { k, tenants: Vec::new() };
-                if !deal(&mut pa.nodes[..used_nodes], |i| class[i] == Some(Some(k)), dev) {
-                    if !repair {
-                        return None;
-                    }
-                    break; // first fit opens time-sliced GPUs where replicas need them
+        Some(())
+    }
+}
+
+/// Configures one pool's time-sliced GPUs (dealt over their class's nodes) and MIG GPUs (those
+/// whose layout a node runs today stay there, the others dealt over the nodes outside the MIG
+/// time-slicing class). `None` when one finds no room and `repair` is off; with `repair`,
+/// first fit later opens what replicas still need.
+fn configure_gpus(
+    pool: &PoolCtx<'_>,
+    c: &PoolCounts,
+    pa: &mut PoolA,
+    class: &[NodeClass],
+    mig_ts_class: &[bool],
+    used_nodes: usize,
+    repair: bool,
+) -> Option<()> {
+    for (&k, &t) in &c.ts {
+        for _ in 0..t {
+            // Round robin over the nodes of the class, so that every such node holds one,
+            // as `spread: node` replicas need.
+            let dev = Dev::Ts { k, tenants: Vec::new() };
+            if !deal(&mut pa.nodes[..used_nodes], |i| class[i] == Some(Some(k)), dev) {
+                if !repair {
+                    return None;
                 }
+                break; // first fit opens time-sliced GPUs where replicas need them
             }
         }
-        // MIG GPUs whose layout a node runs today stay where they are (no drain).
-        let mut left: Vec<u64> = c.layouts.clone();
-        for (ni, node) in pa.nodes.iter_mut().enumerate() {
-            if mig_ts_class.get(ni).copied().unwrap_or(false) {
+    }
+    // MIG GPUs whose layout a node runs today stay where they are (no drain).
+    let mut left: Vec<u64> = c.layouts.clone();
+    for (ni, node) in pa.nodes.iter_mut().enumerate() {
+        if mig_ts_class.get(ni).copied().unwrap_or(false) {
+            continue;
+        }
+        let name = pool.node_name(ni);
+        let Some(current) = pool.spec.current.iter().find(|n| n.node == name) else { continue };
+        for (gi, names) in current.gpus.iter().enumerate() {
+            if names.is_empty() || node.gpus.get(gi) != Some(&Dev::Unused) {
                 continue;
             }
-            let name = pool.node_name(ni);
-            let Some(current) = pool.spec.current.iter().find(|n| n.node == name) else { continue };
-            for (gi, names) in current.gpus.iter().enumerate() {
-                if names.is_empty() || node.gpus.get(gi) != Some(&Dev::Unused) {
-                    continue;
-                }
-                let Some(now) = layouts::from_names(pool.gpu, &pool.profiles, names) else { continue };
-                if let Some(l) = pool.layouts.iter().position(|x| x.counts == now.counts)
-                    && left.get(l).is_some_and(|&n| n > 0)
-                {
-                    left[l] -= 1;
-                    node.gpus[gi] = Dev::Mig { counts: now.counts, tenants: Vec::new() };
-                }
-            }
-        }
-        // The other MIG GPUs: spread over the used nodes, the node with the most free GPUs
-        // first, so that spread models find distinct nodes.
-        for (l, &g) in left.iter().enumerate() {
-            let Some(layout) = pool.layouts.get(l) else { continue };
-            for _ in 0..g {
-                let dev = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
-                if !deal(&mut pa.nodes[..used_nodes], |i| !mig_ts_class[i], dev) {
-                    if !repair {
-                        return None;
-                    }
-                    break; // first fit opens MIG GPUs where replicas need them
-                }
+            let Some(now) = layouts::from_names(pool.gpu, &pool.profiles, names) else { continue };
+            if let Some(l) = pool.layouts.iter().position(|x| x.counts == now.counts)
+                && left.get(l).is_some_and(|&n| n > 0)
+            {
+                left[l] -= 1;
+                node.gpus[gi] = Dev::Mig { counts: now.counts, tenants: Vec::new() };
             }
         }
     }
-    // Whole-GPU replicas are on their GPUs, except the deferred ones.
-    a.replicas =
-        replicas.iter().filter(|(k, _)| matches!(k.2, Kind::Whole(_))).map(|(&k, &n)| (k, n)).collect();
-    for key in &deferred {
-        if let Some(n) = a.replicas.get_mut(key) {
-            *n -= 1;
+    // The other MIG GPUs: spread over the used nodes, the node with the most free GPUs
+    // first, so that spread models find distinct nodes.
+    for (l, &g) in left.iter().enumerate() {
+        let Some(layout) = pool.layouts.get(l) else { continue };
+        for _ in 0..g {
+            let dev = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
+            if !deal(&mut pa.nodes[..used_nodes], |i| !mig_ts_class[i], dev) {
+                if !repair {
+                    return None;
+                }
+                break; // first fit opens MIG GPUs where replicas need them
+            }
         }
     }
-    a.replicas.retain(|_, n| *n > 0);
-    // Place the other replicas on the configured devices.
+    Some(())
+}
+
+/// Places the replicas that are not whole-GPU ones on the configured devices, spread models
+/// first (the model order), time-sliced before MIG within a model, heavy time-sliced tenants
+/// before all. What finds no room is `deferred` (repair) or ends it (`None`).
+fn place_on_configured(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+    repair: bool,
+    deferred: &mut Vec<(usize, usize, Kind)>,
+) -> Option<()> {
     let mut items: Vec<(usize, usize, Kind, u32)> = Vec::new();
     for m in model_order(problem) {
         // Time-sliced replicas first: they fit only on the few nodes of their sharing class,
@@ -221,7 +306,7 @@ pub(crate) fn decompose(
     });
     for (m, pi, kind, n) in items {
         for _ in 0..n {
-            if place(problem, &mut a, m, pi, kind, Mode::Fixed, usize::MAX) {
+            if place(problem, a, m, pi, kind, Mode::Fixed, usize::MAX) {
                 *a.replicas.entry((m, pi, kind)).or_insert(0) += 1;
             } else if !repair {
                 return None;
@@ -230,15 +315,7 @@ pub(crate) fn decompose(
             }
         }
     }
-    // Repair: what found no configured room goes where first fit puts it: the optimiser's
-    // choice or the model's other options (smallest first) on a configured device with room,
-    // else on a grown one (extended layout, new GPU, new node).
-    a.repaired = u32::try_from(deferred.len()).unwrap_or(u32::MAX);
-    if !place_deferred(problem, &mut a, deferred) {
-        return None;
-    }
-    trim(problem, &mut a);
-    Some(a)
+    Some(())
 }
 
 /// Places each of `deferred` (model, pool, kind) where first fit puts it: that choice or the
@@ -289,117 +366,12 @@ fn deal(nodes: &mut [NodeA], eligible: impl Fn(usize) -> bool, dev: Dev) -> bool
 /// model. A trade is made only when it lowers the pool's count of clashing pairs, so this ends.
 /// Returns whether every node passes the rule afterwards.
 pub(crate) fn untangle_mig_spread(problem: &Problem<'_>, a: &mut Assignment) -> bool {
-    let spread_of = |m: usize| problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
-    // Whether model `m` may be served by a `q` instance of pool `pi` (fixed demand only: a rate
-    // model's coverage depends on its options).
-    let may = |m: usize, pi: usize, q: usize| {
-        problem.models.get(m).is_some_and(|x| {
-            matches!(x.need, Need::Replicas(_))
-                && x.options.iter().any(|o| o.pool == pi && o.kind == Kind::Mig(q))
-        })
-    };
     let mut ok = true;
     for (pi, pa) in a.pools.iter_mut().enumerate() {
         let mut clashes: Vec<usize> = pa.nodes.iter().map(|n| n.mig_spread_clashes(problem)).collect();
-        let mut trades: Vec<((usize, Kind), (usize, Kind))> = Vec::new();
-        'trade: loop {
-            for n in 0..pa.nodes.len() {
-                if clashes[n] == 0 {
-                    continue;
-                }
-                // Each `spread: gpu` replica of the node, in GPU and instance order.
-                let mine: Vec<(usize, usize, usize, usize)> = pa.nodes[n]
-                    .gpus
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(gi, d)| match d {
-                        Dev::Mig { tenants, .. } => tenants
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, t)| spread_of(t.1) == Spread::Gpu)
-                            .map(|(ti, &(q, m))| (gi, ti, q, m))
-                            .collect(),
-                        _ => Vec::new(),
-                    })
-                    .collect();
-                // Same profile first (no option changes), then other profiles.
-                for same in [true, false] {
-                    for &(gi, ti, q, m) in &mine {
-                        // The node itself first (another profile only), then the others.
-                        let order = std::iter::once(n).chain((0..pa.nodes.len()).filter(|&x| x != n));
-                        for n2 in order {
-                            if same && n2 == n {
-                                continue;
-                            }
-                            for (gj, d) in pa.nodes[n2].gpus.iter().enumerate() {
-                                let Dev::Mig { tenants, .. } = d else { continue };
-                                // `m` must not get a second instance of one GPU.
-                                if (n2, gj) != (n, gi) && dev_hosts(d, m) {
-                                    continue;
-                                }
-                                for (tj, &(q2, x)) in tenants.iter().enumerate() {
-                                    // `x` goes to GPU `gi` of node `n`.
-                                    let movable = match spread_of(x) {
-                                        Spread::None => true,
-                                        Spread::Node => n2 == n || !pa.nodes[n].hosts(x),
-                                        Spread::Gpu => {
-                                            (n2, gj) == (n, gi) || !dev_hosts(&pa.nodes[n].gpus[gi], x)
-                                        }
-                                    };
-                                    let fits = if same {
-                                        q2 == q
-                                    } else {
-                                        q2 != q && may(m, pi, q2) && may(x, pi, q)
-                                    };
-                                    if x == m || !movable || !fits {
-                                        continue;
-                                    }
-                                    let mut nodes = vec![pa.nodes[n].clone()];
-                                    if n2 != n {
-                                        nodes.push(pa.nodes[n2].clone());
-                                    }
-                                    let set =
-                                        |nodes: &mut Vec<NodeA>,
-                                         k: usize,
-                                         g: usize,
-                                         t: usize,
-                                         v: (usize, usize)| {
-                                            if let Some(Dev::Mig { tenants, .. }) = nodes[k].gpus.get_mut(g) {
-                                                tenants[t] = v;
-                                            }
-                                        };
-                                    let k2 = usize::from(n2 != n);
-                                    set(&mut nodes, 0, gi, ti, (q, x));
-                                    set(&mut nodes, k2, gj, tj, (q2, m));
-                                    let before = clashes[n] + if n2 != n { clashes[n2] } else { 0 };
-                                    let after: usize =
-                                        nodes.iter().map(|x| x.mig_spread_clashes(problem)).sum();
-                                    if after >= before {
-                                        continue;
-                                    }
-                                    clashes[n] = nodes[0].mig_spread_clashes(problem);
-                                    if n2 != n {
-                                        clashes[n2] = nodes[1].mig_spread_clashes(problem);
-                                    }
-                                    let mut it = nodes.into_iter();
-                                    if let Some(x) = it.next() {
-                                        pa.nodes[n] = x;
-                                    }
-                                    if let Some(x) = it.next() {
-                                        pa.nodes[n2] = x;
-                                    }
-                                    if q2 != q {
-                                        trades.push(((m, Kind::Mig(q)), (m, Kind::Mig(q2))));
-                                        trades.push(((x, Kind::Mig(q2)), (x, Kind::Mig(q))));
-                                    }
-                                    continue 'trade;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            break;
+        let mut trades: Vec<OptionChange> = Vec::new();
+        while let Some(made) = next_trade(problem, pi, pa, &mut clashes) {
+            trades.extend(made);
         }
         for ((m, from), (_, to)) in trades {
             if let Some(c) = a.replicas.get_mut(&(m, pi, from)) {
@@ -411,6 +383,143 @@ pub(crate) fn untangle_mig_spread(problem: &Problem<'_>, a: &mut Assignment) -> 
         ok &= clashes.iter().all(|&c| c == 0);
     }
     ok
+}
+
+/// The first trade of [`untangle_mig_spread`] that lowers pool `pi`'s count of clashing pairs,
+/// made (`pa` and `clashes` updated); returns the option changes it implies (none for a trade
+/// within one profile), or `None` when no trade helps.
+fn next_trade(
+    problem: &Problem<'_>,
+    pi: usize,
+    pa: &mut PoolA,
+    clashes: &mut [usize],
+) -> Option<Vec<OptionChange>> {
+    let spread_of = |m: usize| problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+    for n in 0..pa.nodes.len() {
+        if clashes[n] == 0 {
+            continue;
+        }
+        // Each `spread: gpu` replica of the node, in GPU and instance order.
+        let mine: Vec<(usize, usize, usize, usize)> = pa.nodes[n]
+            .gpus
+            .iter()
+            .enumerate()
+            .flat_map(|(gi, d)| match d {
+                Dev::Mig { tenants, .. } => tenants
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| spread_of(t.1) == Spread::Gpu)
+                    .map(|(ti, &(q, m))| (gi, ti, q, m))
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        // Same profile first (no option changes), then other profiles.
+        for same in [true, false] {
+            for &(gi, ti, q, m) in &mine {
+                // The node itself first (another profile only), then the others.
+                let order = std::iter::once(n).chain((0..pa.nodes.len()).filter(|&x| x != n));
+                for n2 in order {
+                    if same && n2 == n {
+                        continue;
+                    }
+                    for gj in 0..pa.nodes[n2].gpus.len() {
+                        let d = &pa.nodes[n2].gpus[gj];
+                        let Dev::Mig { tenants, .. } = d else { continue };
+                        // `m` must not get a second instance of one GPU.
+                        if (n2, gj) != (n, gi) && dev_hosts(d, m) {
+                            continue;
+                        }
+                        for tj in 0..tenants.len() {
+                            let trade = Trade { from: (n, gi, ti, q, m), to: (n2, gj, tj), same };
+                            if let Some(made) = trade.try_make(problem, pi, pa, clashes) {
+                                return Some(made);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A trade [`untangle_mig_spread`] may make: the `spread: gpu` replica `from` (node, GPU,
+/// tenant index, profile, model) changes places with the tenant `to` (node, GPU, tenant index).
+struct Trade {
+    from: (usize, usize, usize, usize, usize),
+    to: (usize, usize, usize),
+    /// Whether only a tenant of the same profile may be taken.
+    same: bool,
+}
+
+impl Trade {
+    /// Makes the trade if it is admissible and lowers the clashing pairs of the two nodes;
+    /// returns the option changes it implies.
+    fn try_make(
+        &self,
+        problem: &Problem<'_>,
+        pi: usize,
+        pa: &mut PoolA,
+        clashes: &mut [usize],
+    ) -> Option<Vec<OptionChange>> {
+        let (n, gi, ti, q, m) = self.from;
+        let (n2, gj, tj) = self.to;
+        let spread_of = |m: usize| problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+        // Whether model `m` may be served by a `q` instance of pool `pi` (fixed demand only: a
+        // rate model's coverage depends on its options).
+        let may = |m: usize, pi: usize, q: usize| {
+            problem.models.get(m).is_some_and(|x| {
+                matches!(x.need, Need::Replicas(_))
+                    && x.options.iter().any(|o| o.pool == pi && o.kind == Kind::Mig(q))
+            })
+        };
+        let Some(Dev::Mig { tenants, .. }) = pa.nodes[n2].gpus.get(gj) else { return None };
+        let &(q2, x) = tenants.get(tj)?;
+        // `x` goes to GPU `gi` of node `n`.
+        let movable = match spread_of(x) {
+            Spread::None => true,
+            Spread::Node => n2 == n || !pa.nodes[n].hosts(x),
+            Spread::Gpu => (n2, gj) == (n, gi) || !dev_hosts(&pa.nodes[n].gpus[gi], x),
+        };
+        let fits = if self.same { q2 == q } else { q2 != q && may(m, pi, q2) && may(x, pi, q) };
+        if x == m || !movable || !fits {
+            return None;
+        }
+        let mut nodes = vec![pa.nodes[n].clone()];
+        if n2 != n {
+            nodes.push(pa.nodes[n2].clone());
+        }
+        let set = |nodes: &mut Vec<NodeA>, k: usize, g: usize, t: usize, v: (usize, usize)| {
+            if let Some(Dev::Mig { tenants, .. }) = nodes[k].gpus.get_mut(g) {
+                tenants[t] = v;
+            }
+        };
+        let k2 = usize::from(n2 != n);
+        set(&mut nodes, 0, gi, ti, (q, x));
+        set(&mut nodes, k2, gj, tj, (q2, m));
+        let before = clashes[n] + if n2 != n { clashes[n2] } else { 0 };
+        let after: usize = nodes.iter().map(|x| x.mig_spread_clashes(problem)).sum();
+        if after >= before {
+            return None;
+        }
+        clashes[n] = nodes[0].mig_spread_clashes(problem);
+        if n2 != n {
+            clashes[n2] = nodes[1].mig_spread_clashes(problem);
+        }
+        let mut it = nodes.into_iter();
+        if let Some(x) = it.next() {
+            pa.nodes[n] = x;
+        }
+        if let Some(x) = it.next() {
+            pa.nodes[n2] = x;
+        }
+        Some(if q2 != q {
+            vec![((m, Kind::Mig(q)), (m, Kind::Mig(q2))), ((x, Kind::Mig(q2)), (x, Kind::Mig(q)))]
+        } else {
+            Vec::new()
+        })
+    }
 }
 
 /// For an assignment that [`untangle_mig_spread`] left with nodes breaking the `spread: gpu`

@@ -1,7 +1,10 @@
 //! First-fit-decreasing, gpuplan's own baseline and floor: replicas largest first, each to the
 //! first device with room (see [`ffd`]).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use crate::plan::assign::{Assignment, Mode, empty, model_order, place_first, trim};
+use crate::plan::problem::{Kind, Need, Problem};
 
 /// One replica to place: its size, its model and the (pool, kind) choices in order.
 type Item = (f64, usize, Vec<(usize, Kind)>);

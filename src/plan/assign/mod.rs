@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use crate::plan::layouts;
-use crate::plan::problem::{Kind, Need, Problem};
+use crate::plan::problem::{Kind, PoolCtx, Problem};
 use crate::plan::rules::{self, SharedTenant};
 use crate::spec::Spread;
 
@@ -295,183 +295,223 @@ pub(crate) fn place(
             limit = limit.min(first_empty + 1);
         }
     }
-    let node_ok = |n: &NodeA| spread != Spread::Node || !n.hosts(m);
-    let gpu_ok = |d: &Dev| spread == Spread::None || !dev_hosts(d, m);
+    let at = Placing { problem, pool, pi, m, spread, mode };
+    let nodes = &mut pa.nodes[..limit];
     match kind {
-        Kind::Whole(count) => {
-            let count = count as usize;
-            for n in pa.nodes.iter_mut().take(limit) {
-                if !node_ok(n) || n.ts_k().is_some() || n.has_mig_ts() {
+        Kind::Whole(count) => at.whole(nodes, count as usize),
+        Kind::TimeSliced(k) => at.time_sliced(nodes, k),
+        Kind::MigTs(q, k) => at.mig_ts(nodes, q, k),
+        Kind::Mig(q) => at.mig(nodes, q),
+    }
+}
+
+/// One replica being placed by [`place`]: model `m` (its `spread`) in pool `pi`.
+struct Placing<'p, 'a> {
+    problem: &'p Problem<'a>,
+    pool: &'p PoolCtx<'a>,
+    pi: usize,
+    m: usize,
+    spread: Spread,
+    mode: Mode,
+}
+
+/// What [`Placing::mig_on`] did to one GPU.
+enum MigStep {
+    /// Nothing: the GPU has no room at this pass.
+    Nothing,
+    /// The replica was added; what takes it back: the counts before (`None`: only a tenant
+    /// was added; an empty vector: the GPU was unused).
+    Placed(Option<Vec<u8>>),
+    /// The pool cannot hold one instance of the profile on a GPU at all.
+    Impossible,
+}
+
+impl Placing<'_, '_> {
+    fn node_ok(&self, n: &NodeA) -> bool {
+        self.spread != Spread::Node || !n.hosts(self.m)
+    }
+
+    fn whole(&self, nodes: &mut [NodeA], count: usize) -> bool {
+        for n in nodes {
+            if !self.node_ok(n) || n.ts_k().is_some() || n.has_mig_ts() {
+                continue;
+            }
+            let free: Vec<usize> = n
+                .gpus
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| match self.mode {
+                    Mode::Fixed => **d == Dev::Whole { tenant: None },
+                    Mode::Grow => **d == Dev::Unused,
+                })
+                .map(|(i, _)| i)
+                .take(count)
+                .collect();
+            if free.len() == count {
+                for i in free {
+                    n.gpus[i] = Dev::Whole { tenant: Some(self.m) };
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    fn time_sliced(&self, nodes: &mut [NodeA], k: u32) -> bool {
+        let (m, spread) = (self.m, self.spread);
+        // A time-sliced GPU with a free slot first, then (growing) a new one.
+        for pass in 0..2 {
+            if pass == 1 && self.mode == Mode::Fixed {
+                break;
+            }
+            for n in nodes.iter_mut() {
+                // Under `spread: gpu` one time-sliced replica per node: the device plugin,
+                // not gpuplan, picks the physical GPU behind a shared resource.
+                if !self.node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
                     continue;
                 }
-                let free: Vec<usize> = n
-                    .gpus
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, d)| match mode {
-                        Mode::Fixed => **d == Dev::Whole { tenant: None },
-                        Mode::Grow => **d == Dev::Unused,
-                    })
-                    .map(|(i, _)| i)
-                    .take(count)
-                    .collect();
-                if free.len() == count {
-                    for i in free {
-                        n.gpus[i] = Dev::Whole { tenant: Some(m) };
-                    }
-                    return true;
+                if n.ts_k().is_some_and(|x| x == k) && !ts_room(self.problem, self.pi, n, m, k) {
+                    continue;
                 }
-            }
-            false
-        }
-        Kind::TimeSliced(k) => {
-            // A time-sliced GPU with a free slot first, then (growing) a new one.
-            for pass in 0..2 {
-                if pass == 1 && mode == Mode::Fixed {
-                    break;
-                }
-                for n in pa.nodes.iter_mut().take(limit) {
-                    // Under `spread: gpu` one time-sliced replica per node: the device plugin,
-                    // not gpuplan, picks the physical GPU behind a shared resource.
-                    if !node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
-                        continue;
-                    }
-                    if n.ts_k().is_some_and(|x| x == k) && !ts_room(problem, pi, n, m, k) {
-                        continue;
-                    }
-                    if pass == 1 && (n.has_whole() || n.has_mig_ts() || n.ts_k().is_some_and(|x| x != k)) {
-                        continue;
-                    }
-                    for d in n.gpus.iter_mut() {
-                        match d {
-                            Dev::Ts { k: dk, tenants }
-                                if pass == 0 && *dk == k && (tenants.len() as u32) < k =>
-                            {
-                                if spread != Spread::None && tenants.contains(&m) {
-                                    continue;
-                                }
-                                tenants.push(m);
-                                return true;
-                            }
-                            Dev::Unused if pass == 1 => {
-                                *d = Dev::Ts { k, tenants: vec![m] };
-                                return true;
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            }
-            false
-        }
-        Kind::MigTs(q, k) => {
-            // Only configured GPUs (the first-fit baseline does not time-slice MIG instances).
-            for n in pa.nodes.iter_mut().take(limit) {
-                if !node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
+                if pass == 1 && (n.has_whole() || n.has_mig_ts() || n.ts_k().is_some_and(|x| x != k)) {
                     continue;
                 }
                 for d in n.gpus.iter_mut() {
-                    let free = spread == Spread::None || !dev_hosts(d, m);
-                    if let Dev::MigTs { q: dq, k: dk, counts, tenants, .. } = d
-                        && *dq == q
-                        && *dk == k
-                        && (tenants.len() as u64)
-                            < u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0))
-                        && free
-                    {
-                        tenants.push(m);
-                        return true;
-                    }
-                }
-            }
-            false
-        }
-        Kind::Mig(q) => {
-            // A free instance first, then (growing) an extended layout, then a new MIG GPU.
-            for pass in 0..3 {
-                if pass > 0 && mode == Mode::Fixed {
-                    break;
-                }
-                for n in pa.nodes.iter_mut().take(limit) {
-                    if !node_ok(n) {
-                        continue;
-                    }
-                    // On a node that time-slices a MIG profile, only the other profiles'
-                    // instances of its GPUs are exclusive (small programs: the large ones'
-                    // model has none); no other GPU is opened there.
-                    let mig_ts_node = n.has_mig_ts();
-                    if mig_ts_node && !problem.small {
-                        continue;
-                    }
-                    // A change that would let the device plugin put two `spread: gpu` replicas
-                    // on one GPU is undone (checked only where such models run on MIG).
-                    let guard = problem.mig_spread_models
-                        && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. } | Dev::MigTs { .. }));
-                    for gi in 0..n.gpus.len() {
-                        let d = &mut n.gpus[gi];
-                        if !gpu_ok(d) {
-                            continue;
-                        }
-                        let shared_q = if let Dev::MigTs { q: s, .. } = d { Some(*s) } else { None };
-                        // What to do to take the placement back: the counts before it, if
-                        // they changed (`None`: only a tenant was added), or a new device.
-                        let undo: Option<Option<Vec<u8>>> = match d {
-                            Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }
-                                if pass < 2 && shared_q != Some(q) =>
-                            {
-                                let used = tenants.iter().filter(|&&(p, _)| p == q).count();
-                                let have = usize::from(counts.get(q).copied().unwrap_or(0));
-                                if pass == 0 && used < have {
-                                    tenants.push((q, m));
-                                    Some(None)
-                                } else if pass == 1 && used >= have {
-                                    let mut c = counts.clone();
-                                    if let Some(x) = c.get_mut(q) {
-                                        *x += 1;
-                                    }
-                                    if pool.fits(&c) {
-                                        tenants.push((q, m));
-                                        Some(Some(std::mem::replace(counts, c)))
-                                    } else {
-                                        None
-                                    }
-                                } else {
-                                    None
-                                }
+                    match d {
+                        Dev::Ts { k: dk, tenants } if pass == 0 && *dk == k && (tenants.len() as u32) < k => {
+                            if spread != Spread::None && tenants.contains(&m) {
+                                continue;
                             }
-                            Dev::Unused if pass == 2 && !mig_ts_node => {
-                                let mut c = vec![0u8; pool.profiles.len()];
-                                if let Some(x) = c.get_mut(q) {
-                                    *x = 1;
-                                }
-                                if !pool.fits(&c) {
-                                    return false;
-                                }
-                                *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
-                                Some(Some(Vec::new()))
-                            }
-                            _ => None,
-                        };
-                        let Some(undo) = undo else { continue };
-                        if !guard || n.mig_spread_ok(problem) {
+                            tenants.push(m);
                             return true;
                         }
-                        // Taken back exactly: the tenant just added, and the counts or device.
-                        let d = &mut n.gpus[gi];
-                        if pass == 2 {
-                            *d = Dev::Unused;
-                        } else if let Dev::Mig { counts, tenants }
-                        | Dev::MigTs { counts, excl: tenants, .. } = d
-                        {
-                            tenants.pop();
-                            if let Some(c) = undo {
-                                *counts = c;
-                            }
+                        Dev::Unused if pass == 1 => {
+                            *d = Dev::Ts { k, tenants: vec![m] };
+                            return true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    fn mig_ts(&self, nodes: &mut [NodeA], q: usize, k: u32) -> bool {
+        let (m, spread) = (self.m, self.spread);
+        // Only configured GPUs (the first-fit baseline does not time-slice MIG instances).
+        for n in nodes {
+            if !self.node_ok(n) || (spread == Spread::Gpu && n.hosts_shared(m)) {
+                continue;
+            }
+            for d in n.gpus.iter_mut() {
+                let free = spread == Spread::None || !dev_hosts(d, m);
+                if let Dev::MigTs { q: dq, k: dk, counts, tenants, .. } = d
+                    && *dq == q
+                    && *dk == k
+                    && (tenants.len() as u64) < u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0))
+                    && free
+                {
+                    tenants.push(m);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn mig(&self, nodes: &mut [NodeA], q: usize) -> bool {
+        let problem = self.problem;
+        // A free instance first, then (growing) an extended layout, then a new MIG GPU.
+        for pass in 0..3 {
+            if pass > 0 && self.mode == Mode::Fixed {
+                break;
+            }
+            for n in nodes.iter_mut() {
+                if !self.node_ok(n) {
+                    continue;
+                }
+                // On a node that time-slices a MIG profile, only the other profiles'
+                // instances of its GPUs are exclusive (small programs: the large ones'
+                // model has none); no other GPU is opened there.
+                let mig_ts_node = n.has_mig_ts();
+                if mig_ts_node && !problem.small {
+                    continue;
+                }
+                // A change that would let the device plugin put two `spread: gpu` replicas
+                // on one GPU is undone (checked only where such models run on MIG).
+                let guard = problem.mig_spread_models
+                    && n.gpus.iter().any(|d| matches!(d, Dev::Mig { .. } | Dev::MigTs { .. }));
+                for gi in 0..n.gpus.len() {
+                    let undo = match self.mig_on(&mut n.gpus[gi], q, pass, mig_ts_node) {
+                        MigStep::Nothing => continue,
+                        MigStep::Impossible => return false,
+                        MigStep::Placed(undo) => undo,
+                    };
+                    if !guard || n.mig_spread_ok(problem) {
+                        return true;
+                    }
+                    // Taken back exactly: the tenant just added, and the counts or device.
+                    let d = &mut n.gpus[gi];
+                    if pass == 2 {
+                        *d = Dev::Unused;
+                    } else if let Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. } = d
+                    {
+                        tenants.pop();
+                        if let Some(c) = undo {
+                            *counts = c;
                         }
                     }
                 }
             }
-            false
+        }
+        false
+    }
+
+    /// Pass `pass` of [`Placing::mig`] on one GPU: a free `q` instance (0), an extended
+    /// layout (1), an unused GPU made a MIG GPU (2, not on a MIG time-slicing node).
+    fn mig_on(&self, d: &mut Dev, q: usize, pass: u32, mig_ts_node: bool) -> MigStep {
+        let (pool, m) = (self.pool, self.m);
+        if self.spread != Spread::None && dev_hosts(d, m) {
+            return MigStep::Nothing;
+        }
+        let shared_q = if let Dev::MigTs { q: s, .. } = d { Some(*s) } else { None };
+        match d {
+            Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }
+                if pass < 2 && shared_q != Some(q) =>
+            {
+                let used = tenants.iter().filter(|&&(p, _)| p == q).count();
+                let have = usize::from(counts.get(q).copied().unwrap_or(0));
+                if pass == 0 && used < have {
+                    tenants.push((q, m));
+                    MigStep::Placed(None)
+                } else if pass == 1 && used >= have {
+                    let mut c = counts.clone();
+                    if let Some(x) = c.get_mut(q) {
+                        *x += 1;
+                    }
+                    if pool.fits(&c) {
+                        tenants.push((q, m));
+                        MigStep::Placed(Some(std::mem::replace(counts, c)))
+                    } else {
+                        MigStep::Nothing
+                    }
+                } else {
+                    MigStep::Nothing
+                }
+            }
+            Dev::Unused if pass == 2 && !mig_ts_node => {
+                let mut c = vec![0u8; pool.profiles.len()];
+                if let Some(x) = c.get_mut(q) {
+                    *x = 1;
+                }
+                if !pool.fits(&c) {
+                    return MigStep::Impossible;
+                }
+                *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
+                MigStep::Placed(Some(Vec::new()))
+            }
+            _ => MigStep::Nothing,
         }
     }
 }

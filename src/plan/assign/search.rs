@@ -1,8 +1,12 @@
 //! Backtracking searches: first-fit-decreasing with backtracking ([`ffd_search`]) and the
 //! layout of the optimiser's replica choices by backtracking ([`decompose_search`]).
 
-use super::ffd::ffd_items;
-use super::*;
+use std::collections::BTreeMap;
+
+use crate::plan::assign::ffd::ffd_items;
+use crate::plan::assign::{Assignment, Dev, NodeA, PoolA, dev_hosts, empty, trim, ts_room};
+use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
+use crate::spec::Spread;
 
 /// Replicas the backtracking search handles at most; larger inputs keep the greedy result.
 const SEARCH_MAX_REPLICAS: usize = 512;
@@ -162,16 +166,23 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
     let Some(pool) = problem.pools.get(pi) else { return Vec::new() };
     let spread = problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
     let limit = pa.nodes.iter().position(|n| !n.used()).map_or(pa.nodes.len(), |e| e + 1);
+    let at = Candidate { problem, pool, pi, m, spread };
     // (pass, node, state): sorted by pass so that the order is the greedy one.
     let mut out: Vec<(u8, usize, NodeA)> = Vec::new();
     for (ni, n) in pa.nodes.iter().enumerate().take(limit) {
         if spread == Spread::Node && n.hosts(m) {
             continue;
         }
+        let states = match kind {
+            Kind::Whole(count) => at.whole(n, count as usize),
+            Kind::TimeSliced(k) => at.time_sliced(n, k),
+            Kind::MigTs(q, k) => at.mig_ts(n, q, k),
+            Kind::Mig(q) => at.mig(n, q),
+        };
         let mut seen: Vec<Vec<Dev>> = Vec::new();
-        let mut push = |pass: u8, node: NodeA, out: &mut Vec<(u8, usize, NodeA)>| {
+        for (pass, node) in states {
             if problem.mig_spread_models && !node.mig_spread_ok(problem) {
-                return;
+                continue;
             }
             let mut key = node.gpus.clone();
             key.sort_by_key(|d| format!("{d:?}"));
@@ -179,151 +190,174 @@ fn candidates(problem: &Problem<'_>, pa: &PoolA, pi: usize, m: usize, kind: Kind
                 seen.push(key);
                 out.push((pass, ni, node));
             }
-        };
-        let first_unused = n.gpus.iter().position(|d| *d == Dev::Unused);
-        match kind {
-            Kind::Whole(count) => {
-                if n.ts_k().is_some() || n.has_mig_ts() {
-                    continue;
-                }
-                let free: Vec<usize> = n
-                    .gpus
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, d)| **d == Dev::Unused)
-                    .map(|(i, _)| i)
-                    .take(count as usize)
-                    .collect();
-                if free.len() == count as usize {
-                    let mut node = n.clone();
-                    for i in free {
-                        node.gpus[i] = Dev::Whole { tenant: Some(m) };
-                    }
-                    push(0, node, &mut out);
-                }
-            }
-            Kind::TimeSliced(k) => {
-                if spread == Spread::Gpu && n.hosts_shared(m) {
-                    continue;
-                }
-                for (gi, d) in n.gpus.iter().enumerate() {
-                    if let Dev::Ts { k: dk, tenants } = d
-                        && *dk == k
-                        && (tenants.len() as u32) < k
-                        && (spread == Spread::None || !tenants.contains(&m))
-                    {
-                        let mut node = n.clone();
-                        if let Dev::Ts { tenants, .. } = &mut node.gpus[gi] {
-                            tenants.push(m);
-                        }
-                        if ts_room(problem, pi, n, m, k) {
-                            push(0, node, &mut out);
-                        }
-                    }
-                }
-                if let Some(gi) = first_unused
-                    && !n.has_whole()
-                    && !n.has_mig_ts()
-                    && n.ts_k().is_none_or(|x| x == k)
-                    && ts_room(problem, pi, n, m, k)
-                {
-                    let mut node = n.clone();
-                    node.gpus[gi] = Dev::Ts { k, tenants: vec![m] };
-                    push(1, node, &mut out);
-                }
-            }
-            Kind::MigTs(q, k) => {
-                if spread == Spread::Gpu && n.hosts_shared(m) {
-                    continue;
-                }
-                let slots = |counts: &[u8]| u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0));
-                for (gi, d) in n.gpus.iter().enumerate() {
-                    if let Dev::MigTs { q: dq, k: dk, counts, tenants, .. } = d
-                        && *dq == q
-                        && *dk == k
-                        && (tenants.len() as u64) < slots(counts)
-                        && (spread == Spread::None || !dev_hosts(d, m))
-                    {
-                        let mut node = n.clone();
-                        if let Dev::MigTs { tenants, .. } = &mut node.gpus[gi] {
-                            tenants.push(m);
-                        }
-                        push(0, node, &mut out);
-                    }
-                }
-                let only_this = n.gpus.iter().all(|d| match d {
-                    Dev::Unused => true,
-                    Dev::MigTs { q: dq, k: dk, .. } => *dq == q && *dk == k,
-                    _ => false,
-                });
-                let per_gpu = pool.homogeneous.get(q).copied().unwrap_or(0);
-                if let Some(gi) = first_unused
-                    && only_this
-                    && per_gpu > 0
-                {
-                    let mut counts = vec![0u8; pool.profiles.len()];
-                    if let Some(x) = counts.get_mut(q) {
-                        *x = per_gpu;
-                    }
-                    let mut node = n.clone();
-                    node.gpus[gi] = Dev::MigTs { q, k, counts, tenants: vec![m], excl: Vec::new() };
-                    push(1, node, &mut out);
-                }
-            }
-            Kind::Mig(q) => {
-                // On a node that time-slices a MIG profile, only the other profiles' instances
-                // of its GPUs are exclusive; no other GPU is opened there.
-                let mig_ts_node = n.has_mig_ts();
-                if mig_ts_node && !problem.small {
-                    continue;
-                }
-                for (gi, d) in n.gpus.iter().enumerate() {
-                    let (Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }) = d else {
-                        continue;
-                    };
-                    if matches!(d, Dev::MigTs { q: shared, .. } if *shared == q) {
-                        continue;
-                    }
-                    if spread != Spread::None && dev_hosts(d, m) {
-                        continue;
-                    }
-                    let used = tenants.iter().filter(|&&(p, _)| p == q).count();
-                    let have = usize::from(counts.get(q).copied().unwrap_or(0));
-                    let mut node = n.clone();
-                    let (Dev::Mig { counts: nc, tenants: nt } | Dev::MigTs { counts: nc, excl: nt, .. }) =
-                        &mut node.gpus[gi]
-                    else {
-                        continue;
-                    };
-                    if used < have {
-                        nt.push((q, m));
-                        push(0, node, &mut out);
-                    } else {
-                        let mut c = nc.clone();
-                        if let Some(x) = c.get_mut(q) {
-                            *x += 1;
-                        }
-                        if pool.fits(&c) {
-                            *nc = c;
-                            nt.push((q, m));
-                            push(1, node, &mut out);
-                        }
-                    }
-                }
-                if let Some(gi) = first_unused.filter(|_| !mig_ts_node) {
-                    let mut c = vec![0u8; pool.profiles.len()];
-                    if let Some(x) = c.get_mut(q) {
-                        *x = 1;
-                    }
-                    if pool.fits(&c) {
-                        let mut node = n.clone();
-                        node.gpus[gi] = Dev::Mig { counts: c, tenants: vec![(q, m)] };
-                        push(2, node, &mut out);
-                    }
-                }
-            }
         }
     }
     out.sort_by_key(|x| x.0);
     out.into_iter().map(|(_, ni, node)| (ni, node)).collect()
+}
+
+/// One replica of model `m` (its `spread`) in pool `pi`, whose placements [`candidates`] lists:
+/// each method gives one node's new states as (pass, state), in first-fit order.
+struct Candidate<'p, 'a> {
+    problem: &'p Problem<'a>,
+    pool: &'p PoolCtx<'a>,
+    pi: usize,
+    m: usize,
+    spread: Spread,
+}
+
+impl Candidate<'_, '_> {
+    fn whole(&self, n: &NodeA, count: usize) -> Vec<(u8, NodeA)> {
+        if n.ts_k().is_some() || n.has_mig_ts() {
+            return Vec::new();
+        }
+        let free: Vec<usize> = n
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| **d == Dev::Unused)
+            .map(|(i, _)| i)
+            .take(count)
+            .collect();
+        if free.len() != count {
+            return Vec::new();
+        }
+        let mut node = n.clone();
+        for i in free {
+            node.gpus[i] = Dev::Whole { tenant: Some(self.m) };
+        }
+        vec![(0, node)]
+    }
+
+    fn time_sliced(&self, n: &NodeA, k: u32) -> Vec<(u8, NodeA)> {
+        let (problem, pi, m, spread) = (self.problem, self.pi, self.m, self.spread);
+        let mut out = Vec::new();
+        if spread == Spread::Gpu && n.hosts_shared(m) {
+            return out;
+        }
+        for (gi, d) in n.gpus.iter().enumerate() {
+            if let Dev::Ts { k: dk, tenants } = d
+                && *dk == k
+                && (tenants.len() as u32) < k
+                && (spread == Spread::None || !tenants.contains(&m))
+            {
+                let mut node = n.clone();
+                if let Dev::Ts { tenants, .. } = &mut node.gpus[gi] {
+                    tenants.push(m);
+                }
+                if ts_room(problem, pi, n, m, k) {
+                    out.push((0, node));
+                }
+            }
+        }
+        if let Some(gi) = n.gpus.iter().position(|d| *d == Dev::Unused)
+            && !n.has_whole()
+            && !n.has_mig_ts()
+            && n.ts_k().is_none_or(|x| x == k)
+            && ts_room(problem, pi, n, m, k)
+        {
+            let mut node = n.clone();
+            node.gpus[gi] = Dev::Ts { k, tenants: vec![m] };
+            out.push((1, node));
+        }
+        out
+    }
+
+    fn mig_ts(&self, n: &NodeA, q: usize, k: u32) -> Vec<(u8, NodeA)> {
+        let (m, spread) = (self.m, self.spread);
+        let mut out = Vec::new();
+        if spread == Spread::Gpu && n.hosts_shared(m) {
+            return out;
+        }
+        let slots = |counts: &[u8]| u64::from(k) * u64::from(counts.get(q).copied().unwrap_or(0));
+        for (gi, d) in n.gpus.iter().enumerate() {
+            if let Dev::MigTs { q: dq, k: dk, counts, tenants, .. } = d
+                && *dq == q
+                && *dk == k
+                && (tenants.len() as u64) < slots(counts)
+                && (spread == Spread::None || !dev_hosts(d, m))
+            {
+                let mut node = n.clone();
+                if let Dev::MigTs { tenants, .. } = &mut node.gpus[gi] {
+                    tenants.push(m);
+                }
+                out.push((0, node));
+            }
+        }
+        let only_this = n.gpus.iter().all(|d| match d {
+            Dev::Unused => true,
+            Dev::MigTs { q: dq, k: dk, .. } => *dq == q && *dk == k,
+            _ => false,
+        });
+        let per_gpu = self.pool.homogeneous.get(q).copied().unwrap_or(0);
+        if let Some(gi) = n.gpus.iter().position(|d| *d == Dev::Unused)
+            && only_this
+            && per_gpu > 0
+        {
+            let mut counts = vec![0u8; self.pool.profiles.len()];
+            if let Some(x) = counts.get_mut(q) {
+                *x = per_gpu;
+            }
+            let mut node = n.clone();
+            node.gpus[gi] = Dev::MigTs { q, k, counts, tenants: vec![m], excl: Vec::new() };
+            out.push((1, node));
+        }
+        out
+    }
+
+    fn mig(&self, n: &NodeA, q: usize) -> Vec<(u8, NodeA)> {
+        let (pool, m, spread) = (self.pool, self.m, self.spread);
+        let mut out = Vec::new();
+        // On a node that time-slices a MIG profile, only the other profiles' instances
+        // of its GPUs are exclusive; no other GPU is opened there.
+        let mig_ts_node = n.has_mig_ts();
+        if mig_ts_node && !self.problem.small {
+            return out;
+        }
+        for (gi, d) in n.gpus.iter().enumerate() {
+            let (Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. }) = d else {
+                continue;
+            };
+            if matches!(d, Dev::MigTs { q: shared, .. } if *shared == q) {
+                continue;
+            }
+            if spread != Spread::None && dev_hosts(d, m) {
+                continue;
+            }
+            let used = tenants.iter().filter(|&&(p, _)| p == q).count();
+            let have = usize::from(counts.get(q).copied().unwrap_or(0));
+            let mut node = n.clone();
+            let (Dev::Mig { counts: nc, tenants: nt } | Dev::MigTs { counts: nc, excl: nt, .. }) =
+                &mut node.gpus[gi]
+            else {
+                continue;
+            };
+            if used < have {
+                nt.push((q, m));
+                out.push((0, node));
+            } else {
+                let mut c = nc.clone();
+                if let Some(x) = c.get_mut(q) {
+                    *x += 1;
+                }
+                if pool.fits(&c) {
+                    *nc = c;
+                    nt.push((q, m));
+                    out.push((1, node));
+                }
+            }
+        }
+        if let Some(gi) = n.gpus.iter().position(|d| *d == Dev::Unused).filter(|_| !mig_ts_node) {
+            let mut c = vec![0u8; pool.profiles.len()];
+            if let Some(x) = c.get_mut(q) {
+                *x = 1;
+            }
+            if pool.fits(&c) {
+                let mut node = n.clone();
+                node.gpus[gi] = Dev::Mig { counts: c, tenants: vec![(q, m)] };
+                out.push((2, node));
+            }
+        }
+        out
+    }
 }
