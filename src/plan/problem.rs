@@ -890,10 +890,17 @@ fn rate_options(
     });
     let saw_point = rate.points.iter().any(|p| p.gpu == pool.gpu.id);
     // Per device the capacity of [`crate::spec::RateDemand::capacity`]; a whole-GPU-profile
-    // measurement is a lower bound for the whole GPU with MIG off.
+    // measurement is a lower bound for the whole GPU with MIG off (so the full profile's points
+    // are never a MIG option of their own).
     let mut best: BTreeMap<Kind, (Capacity, String)> = BTreeMap::new();
+    let mig = pool
+        .profiles
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| full.as_deref() != Some(p.name.as_str()))
+        .map(|(q, p)| (Kind::Mig(q), p.name.clone()))
+        .collect::<Vec<_>>();
     let whole = [Some(WHOLE.to_owned()), full].into_iter().flatten().map(|name| (Kind::Whole(1), name));
-    let mig = pool.profiles.iter().enumerate().map(|(q, p)| (Kind::Mig(q), p.name.clone()));
     for (kind, profile) in whole.chain(mig) {
         let Some(c) = rate.capacity(&pool.gpu.id, &profile) else { continue };
         if best.get(&kind).is_none_or(|(b, _)| c.rps > b.rps) {

@@ -194,9 +194,7 @@ fn rate_manifest(points: &[(f64, &str)]) -> String {
         r#"apiVersion: gpuplan.io/v1alpha1
 kind: GpuPlan
 metadata: {{ name: sweep }}
-inventory:
-  pools:
-    - {{ name: l4, gpu: L4, gpusPerNode: 4, nodes: [l4-1] }}
+inventory: {{ pools: [{{ name: l4, gpu: L4, gpusPerNode: 4, nodes: [l4-1] }}] }}
 models:
   - name: asr
     image: example.com/asr:1
@@ -218,6 +216,12 @@ fn rate_spec(text: &str) -> gpuplan::spec::Spec {
         .spec
 }
 
+/// Asserts that one of the (only) model's reasons, as `explain` shows them, contains `text`.
+fn assert_reason(plan: &gpuplan::plan::Plan, text: &str) {
+    let reasons = plan.models[0].reasons.join("\n");
+    assert!(reasons.contains(text), "{reasons}");
+}
+
 fn replicas(plan: &gpuplan::plan::Plan) -> u32 {
     plan.models[0].groups.iter().map(|g| g.replicas).sum()
 }
@@ -234,16 +238,10 @@ fn a_sweep_sizes_by_the_rate_at_which_its_interpolated_p99_reaches_the_limit() {
     let sweep = rate_spec(&rate_manifest(&[(100.0, "8ms"), (200.0, "20ms"), (300.0, "60ms")]));
     let plan3 = gpuplan::plan::plan(&sweep, &catalog).expect("plans");
     assert_eq!(replicas(&plan3), 3);
-    let reasons = plan3.models[0].reasons.join("\n");
-    assert!(
-        reasons.contains("250.0 requests/s each (measured sweep on `L4` `whole` (batch 1, 3 points)"),
-        "{reasons}"
-    );
-    assert!(
-        reasons.contains(
-            "interpolated between 200.0 req/s (20.0 ms) and 300.0 req/s (60.0 ms) reaches the 40.0 ms limit"
-        ),
-        "{reasons}"
+    assert_reason(&plan3, "250.0 requests/s each (measured sweep on `L4` `whole` (batch 1, 3 points)");
+    assert_reason(
+        &plan3,
+        "interpolated between 200.0 req/s (20.0 ms) and 300.0 req/s (60.0 ms) reaches the 40.0 ms limit",
     );
     assert!(gpuplan::verify::check(&sweep, &catalog, &plan3).is_empty());
     // The verifier applies the same rule: two replicas no longer cover the rate under the sweep.
@@ -259,10 +257,9 @@ fn a_sweep_refuses_load_beyond_its_last_point_and_says_which() {
     let spec = rate_spec(&rate_manifest(&[(100.0, "8ms"), (200.0, "20ms")]));
     let plan = gpuplan::plan::plan(&spec, &catalog).expect("plans");
     assert_eq!(replicas(&plan), 3);
-    let reasons = plan.models[0].reasons.join("\n");
-    assert!(
-        reasons.contains("its last point (200.0 req/s, p99 20.0 ms, under the 40.0 ms limit): no load beyond the last measured point"),
-        "{reasons}"
+    assert_reason(
+        &plan,
+        "its last point (200.0 req/s, p99 20.0 ms, under the 40.0 ms limit): no load beyond the last measured point",
     );
     // A sweep whose lowest rate already misses the limit admits nothing: no extrapolation down.
     let spec = rate_spec(&rate_manifest(&[(100.0, "45ms"), (200.0, "90ms")]));
