@@ -9,7 +9,8 @@
 //! `Inferences/Second`, genai-perf request throughput); `latency_ms` its p99 request latency
 //! (perf_analyzer reports microseconds). perf_analyzer writes one row per concurrency or request
 //! rate: the row given by [`Context::row`] (its first cell), else the row with the highest
-//! throughput. Never panics, whatever the text.
+//! throughput; [`import_sweep`] takes every row, a sweep of p99 against rate. Never panics,
+//! whatever the text.
 
 use crate::spec::MeasuredPoint;
 
@@ -60,7 +61,11 @@ pub fn import(text: &str, ctx: &Context) -> Result<MeasuredPoint, String> {
             return Err("not a perf_analyzer CSV (header with `Inferences/Second`), nor a genai-perf JSON or CSV export (`Metric,` header)".to_owned());
         }
     };
-    let batch_size = ctx.batch_size.or(recorded_batch).unwrap_or(1);
+    point(ctx, ctx.batch_size.or(recorded_batch).unwrap_or(1), rps, latency_ms)
+}
+
+/// One checked point of one process alone on the device.
+fn point(ctx: &Context, batch_size: u32, rps: f64, latency_ms: f64) -> Result<MeasuredPoint, String> {
     if batch_size == 0 {
         return Err("the batch size must be at least 1".to_owned());
     }
@@ -88,7 +93,8 @@ fn number(cell: Option<&&str>, what: &str, line: usize) -> Result<f64, String> {
     cell.parse::<f64>().map_err(|_| format!("line {line}: `{what}` is `{cell}`, not a number"))
 }
 
-fn perf_analyzer(text: &str, row: Option<&str>) -> Result<(f64, f64, Option<u32>), String> {
+/// Every data row of a perf_analyzer CSV: (its first cell, throughput, p99 latency in ms).
+fn perf_analyzer_rows(text: &str) -> Result<Vec<(String, f64, f64)>, String> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (_, header) = lines.next().ok_or("empty file")?;
     let header = cells(header.trim_start_matches('\u{feff}'));
@@ -99,7 +105,7 @@ fn perf_analyzer(text: &str, row: Option<&str>) -> Result<(f64, f64, Option<u32>
             .ok_or_else(|| format!("the header has no `{name}` column"))
     };
     let (thr, p99) = (col("Inferences/Second")?, col("p99 latency")?);
-    let mut best: Option<(f64, f64)> = None;
+    let mut rows = Vec::new();
     for (i, line) in lines {
         let c = cells(line);
         if c.len() != header.len() {
@@ -107,22 +113,42 @@ fn perf_analyzer(text: &str, row: Option<&str>) -> Result<(f64, f64, Option<u32>
         }
         let (t, l) =
             (number(c.get(thr), "Inferences/Second", i + 1)?, number(c.get(p99), "p99 latency", i + 1)?);
-        let point = (t, l / 1000.0);
-        match row {
-            Some(r) if c.first().is_some_and(|f| f == &r) => return Ok((point.0, point.1, None)),
-            Some(_) => {}
-            None => {
-                if best.is_none_or(|b| t > b.0) {
-                    best = Some(point);
-                }
-            }
-        }
+        rows.push((c.first().copied().unwrap_or_default().to_owned(), t, l / 1000.0));
     }
-    match (row, best) {
-        (Some(r), _) => Err(format!("no row whose first cell (concurrency or request rate) is `{r}`")),
-        (None, Some((t, l))) => Ok((t, l, None)),
-        (None, None) => Err("no data rows under the header".to_owned()),
+    if rows.is_empty() {
+        return Err("no data rows under the header".to_owned());
     }
+    Ok(rows)
+}
+
+fn perf_analyzer(text: &str, row: Option<&str>) -> Result<(f64, f64, Option<u32>), String> {
+    let rows = perf_analyzer_rows(text)?;
+    let chosen = match row {
+        Some(r) => rows
+            .iter()
+            .find(|(first, _, _)| first == r)
+            .ok_or_else(|| format!("no row whose first cell (concurrency or request rate) is `{r}`"))?,
+        // The first row with the highest throughput.
+        None => rows.iter().fold(&rows[0], |best, x| if x.1 > best.1 { x } else { best }),
+    };
+    Ok((chosen.1, chosen.2, None))
+}
+
+/// Reads a perf_analyzer CSV as a sweep: one point per row (concurrency or request rate), in
+/// file order. Other tools' exports hold one run each: their one point (several runs imported
+/// one after the other form the sweep).
+pub fn import_sweep(text: &str, ctx: &Context) -> Result<Vec<MeasuredPoint>, String> {
+    if detect(text) != Some(Tool::PerfAnalyzer) {
+        return import(text, ctx).map(|p| vec![p]);
+    }
+    let batch_size = ctx.batch_size.unwrap_or(1);
+    let mut points = Vec::new();
+    for (first, rps, latency_ms) in perf_analyzer_rows(text)? {
+        let one =
+            point(ctx, batch_size, rps, latency_ms).map_err(|why| format!("the row `{first}`: {why}"))?;
+        points.push(one);
+    }
+    Ok(points)
 }
 
 fn genai_perf_json(text: &str) -> Result<(f64, f64, Option<u32>), String> {
@@ -198,6 +224,24 @@ mod tests {
         assert_eq!((one.rps, one.latency_ms), (100.5, 12.0));
         assert!(import(csv, &Context { row: Some("2".into()), ..ctx() }).is_err());
         assert!(import("Concurrency,Inferences/Second\n1,x\n", &ctx()).is_err());
+    }
+
+    #[test]
+    fn perf_analyzer_sweeps_give_one_point_per_row() {
+        let csv = "Request Rate,Inferences/Second,p99 latency,Avg GPU Utilization\n\
+                   10,10.0,4000,0.1\n20,19.9,6500,0.2\n40,39.2,21000,0.4\n";
+        let points = import_sweep(csv, &ctx()).expect("reads");
+        let read: Vec<(f64, f64)> = points.iter().map(|p| (p.rps, p.latency_ms)).collect();
+        assert_eq!(read, vec![(10.0, 4.0), (19.9, 6.5), (39.2, 21.0)]);
+        assert!(points.iter().all(|p| p.batch_size == 8 && p.processes == 1));
+        let bad = "Concurrency,Inferences/Second,p99 latency\n1,10,4000\n2,0,5000\n";
+        assert_eq!(
+            import_sweep(bad, &ctx()).map(|_| ()),
+            Err("the row `2`: the throughput read from the file is 0, not a positive number".to_owned())
+        );
+        let json =
+            r#"{"request_throughput": {"avg": 12.5}, "request_latency": {"unit": "ms", "p99": 910.0}}"#;
+        assert_eq!(import_sweep(json, &ctx()).map(|p| p.len()), Ok(1));
     }
 
     #[test]

@@ -5,14 +5,16 @@
 //! Out: [`MeasuredPoint`]s in file order, or every problem found as coded diagnostics whose
 //! primary label points at the offending header cell, row or field (line and column).
 //! [`admit`] then judges every point against a latency objective and says why each point is
-//! admitted or not; [`best_admitted`] is the one point per (GPU, profile) a rate plan uses.
+//! admitted or not; [`best_admitted`] is the best single point per (GPU, profile). What a
+//! replica sustains there, sweeps included, is [`crate::spec::RateDemand::capacity`].
 //! `crate::verify::check` judges a finished plan against the measurements, independently of the
 //! planner; `crate::verify::figures` reports the rate its replicas cover.
 //!
 //! Guarantees: parsing never panics, whatever the input; every returned point has a non-empty
 //! GPU id, a profile that is `whole` or a GPU-instance profile name, a batch size and a process
 //! count of at least one, and finite, positive `rps` and `latency_ms`; no two points share
-//! (GPU, profile, batch size, processes). Admission only ever admits points measured with one
+//! (GPU, profile, batch size, processes, rps): rows that differ only in `rps` (and latency) are
+//! a sweep, p99 at several rates, which [`crate::spec::RateDemand::capacity`] interpolates. Admission only ever admits points measured with one
 //! process (MPS does not run on MIG devices, see `docs/measurements.md`).
 
 pub mod import;
@@ -139,7 +141,9 @@ fn parse_points(
         return (Vec::new(), diags);
     };
     let mut points: Vec<(MeasuredPoint, Span)> = Vec::new();
-    let mut seen: BTreeMap<(String, String, u32, u32), Span> = BTreeMap::new();
+    // Rows of one (GPU, profile, batch size, processes) at different rates are a sweep; the
+    // same rate twice is a duplicate.
+    let mut seen: BTreeMap<(String, String, u32, u32, u64), Span> = BTreeMap::new();
     for &(start, line) in &lines[1..] {
         let row = Span::new(file, start..start + line.len());
         let fields = split_fields(line, start);
@@ -174,19 +178,20 @@ fn parse_points(
         else {
             continue;
         };
-        let key = (gpu.clone(), profile.clone(), batch_size, processes);
+        let key = (gpu.clone(), profile.clone(), batch_size, processes, rps.to_bits());
         if let Some(first) = seen.get(&key) {
             diags.push(
                 Diagnostic::error(
                     codes::MEASUREMENT_DUPLICATE,
                     format!(
-                        "`{gpu}` `{profile}` at batch size {batch_size} with {processes} {} is measured twice",
-                        if processes == 1 { "process" } else { "processes" }
+                        "`{gpu}` `{profile}` at batch size {batch_size} with {processes} {} and {} req/s is measured twice",
+                        if processes == 1 { "process" } else { "processes" },
+                        fmt_num(rps)
                     ),
                 )
                 .at(row, "second measurement")
                 .with_label(first.clone(), "first measurement")
-                .with_help("keep one row per operating point, for example the median of your runs"),
+                .with_help("keep one row per operating point, for example the median of your runs; rows at different rates form a sweep"),
             );
             continue;
         }
@@ -636,11 +641,19 @@ mod tests {
     #[test]
     fn rejects_duplicate_points_and_points_to_both() {
         let text = "gpu,profile,batch_size,processes,rps,latency_ms\n\
-                    A100-SXM4-80GB,1g.10gb,8,1,10,5\nA100-SXM4-80GB,1g.10gb,8,1,11,5\n";
+                    A100-SXM4-80GB,1g.10gb,8,1,10,5\nA100-SXM4-80GB,1g.10gb,8,1,10,6\n";
         let (_, d) = parse(text).expect_err("invalid");
         assert_eq!(d.0.len(), 1);
         assert_eq!(d.0[0].code, codes::MEASUREMENT_DUPLICATE);
         assert_eq!(d.0[0].labels.len(), 2);
+    }
+
+    #[test]
+    fn reads_rows_at_several_rates_as_a_sweep() {
+        let text = "gpu,profile,batch_size,processes,rps,latency_ms\n\
+                    A100-SXM4-80GB,whole,1,1,100,12\nA100-SXM4-80GB,whole,1,1,200,30\n";
+        let points = parse(text).map_err(|(_, d)| d).expect("a sweep");
+        assert_eq!(points, vec![point("whole", 1, 1, 100.0, 12.0), point("whole", 1, 1, 200.0, 30.0)]);
     }
 
     #[test]

@@ -317,13 +317,14 @@ fn model_ways(problem: &Problem<'_>, m: &Model, pi: usize, gpu: &GpuModel) -> Ve
     let way = |device, a, b| Way { pool: pi, device, a, b };
     let mut out = Vec::new();
     if let Demand::Rate(rate) = &m.demand {
-        // Only groups on a whole GPU or an exclusive MIG instance with an admissible measured
-        // point cover requests; a request per second there costs 1 / rps of the device.
-        for point in rate.points.iter().filter(|p| rate.admits(p, &gpu.id) && p.rps > 0.0) {
-            if point.profile == "whole" {
-                out.push(way(Device::Whole, 1.0 / point.rps, 0.0));
-            } else if let Some(q) = profiles.iter().position(|p| p.name == point.profile) {
-                out.push(way(Device::Mig(q), 1.0 / point.rps, 0.0));
+        // Only groups on a whole GPU or an exclusive MIG instance with a measured capacity
+        // cover requests; a request per second there costs 1 / capacity of the device.
+        if let Some(c) = rate.capacity(&gpu.id, "whole") {
+            out.push(way(Device::Whole, 1.0 / c.rps, 0.0));
+        }
+        for (q, p) in profiles.iter().enumerate() {
+            if let Some(c) = rate.capacity(&gpu.id, &p.name) {
+                out.push(way(Device::Mig(q), 1.0 / c.rps, 0.0));
             }
         }
         return out;

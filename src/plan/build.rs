@@ -518,6 +518,9 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
                 covered += r * f64::from(n);
                 s.push_str(&format!(", {r:.1} requests/s each"));
             }
+            if let Some(why) = &o.measured {
+                s.push_str(&format!(" ({why})"));
+            }
             if let Some(why) = &o.unverified {
                 s.push_str(&format!("; {why}"));
             }

@@ -325,6 +325,11 @@ pub struct CalibrationFile {
     pub mig: Option<String>,
     pub capacity: std::collections::BTreeMap<String, Capacity>,
     pub scenarios: Vec<Scenario>,
+    /// The harness's own light-load p99 over closed-loop p99 alone, when the file states it:
+    /// another load generator on the same GPU gives another ratio (`tests/data/mps/README.md`);
+    /// absent, the time-slicing law's fitted [`Law::light_load_over_closed_loop`].
+    #[serde(default)]
+    pub light_load_over_closed_loop: Option<f64>,
 }
 
 /// One service alone in closed loop.
@@ -386,11 +391,15 @@ impl CalibrationFile {
     /// or the pairs format of MPS runs ([`pairs`]).
     pub fn parse(text: &str) -> Result<Self, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if pairs::is_pairs(&value) {
-            pairs::parse(text)
+        let file: Self = if pairs::is_pairs(&value) {
+            pairs::parse(text)?
         } else {
-            serde_json::from_value(value).map_err(|e| e.to_string())
+            serde_json::from_value(value).map_err(|e| e.to_string())?
+        };
+        if file.light_load_over_closed_loop.is_some_and(|f| !(f.is_finite() && f > 0.0)) {
+            return Err("`light_load_over_closed_loop` must be a positive number".to_owned());
         }
+        Ok(file)
     }
 
     /// Whether the runs are of the kind the law was calibrated on: [`CALIBRATED_GPU`] (or no GPU
@@ -485,7 +494,8 @@ fn predict_member(
     if others.iter().any(|o| closed(o)) {
         return Err(Refusal::SaturatingNeighbour);
     }
-    let base = capacity(&m.name)?.p99 * laws.time_slicing.light_load_over_closed_loop;
+    let light = file.light_load_over_closed_loop.unwrap_or(laws.time_slicing.light_load_over_closed_loop);
+    let base = capacity(&m.name)?.p99 * light;
     let loads: Vec<f64> = others.iter().filter_map(|o| o.load).collect();
     let own = m.load.unwrap_or(0.0);
     match sharing {

@@ -12,9 +12,11 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, GpuModel};
+use crate::measurements::WHOLE;
 use crate::plan::latency::Refusal;
 use crate::plan::layouts::{self, Layout, ProfileInfo};
 use crate::plan::rules::{self, AloneSlo};
+use crate::spec::capacity::Capacity;
 use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Policy, Pool, Spec, Spread};
 
 /// How one replica is served, within one pool.
@@ -46,6 +48,9 @@ pub(crate) struct Opt {
     /// Why the SLO of a replica alone on its device is unverified (the latency model refuses
     /// there; [`rules::alone_slo`]), with what to measure.
     pub unverified: Option<String>,
+    /// Where a rate option's capacity comes from when a measured sweep gives it
+    /// ([`crate::spec::capacity::Capacity::sweep_reason`]).
+    pub measured: Option<String>,
     /// Share of a GPU this option occupies (for ordering and first-fit-decreasing).
     pub size: f64,
     /// A share no GPU can exceed in total over its replicas (for the size lower bound): the
@@ -475,6 +480,7 @@ impl Sink<'_> {
             rps: None,
             p99_ms,
             unverified: None,
+            measured: None,
             size,
             bound_share,
         });
@@ -521,6 +527,7 @@ impl Sink<'_> {
             rps: None,
             p99_ms,
             unverified,
+            measured: None,
             size: size.0,
             bound_share: size.1,
         });
@@ -863,8 +870,9 @@ fn mps_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
 /// Options of a rate-demand model: only devices with an admissible measured point. A point is
 /// admissible when it was measured with one process (the device plugin cannot run MPS on MIG)
 /// and, with an SLO, when its latency is below `admission_factor × slo`
-/// ([`crate::spec::RateDemand::admits`]). Per device the admissible point with the most
-/// requests per second wins. Time-slicing is never used for rate models: a measurement of one
+/// ([`crate::spec::RateDemand::admits`]). Per device the capacity is
+/// [`crate::spec::RateDemand::capacity`]: a measured sweep interpolated up to the limit, never
+/// beyond its last point; a single point for its own rate. Time-slicing is never used for rate models: a measurement of one
 /// process alone says nothing about throughput under sharing.
 fn rate_options(
     pool: &PoolCtx<'_>,
@@ -874,30 +882,29 @@ fn rate_options(
     headroom: f64,
     out: &mut Sink<'_>,
 ) {
-    let mut best: BTreeMap<Kind, f64> = BTreeMap::new();
     let full = pool.gpu.mig.as_ref().and_then(|g| {
         g.profiles
             .iter()
             .find(|p| p.compute_slices >= g.compute_slices && p.memory_slices >= g.memory_slices)
             .map(|p| p.name.clone())
     });
-    let mut saw_point = false;
-    for point in rate.points.iter().filter(|p| p.gpu == pool.gpu.id) {
-        saw_point = true;
-        if !rate.admits(point, &pool.gpu.id) {
-            continue;
-        }
-        // A whole-GPU-profile measurement is a lower bound for the whole GPU with MIG off.
-        let kind = if point.profile == "whole" || full.as_deref() == Some(point.profile.as_str()) {
-            Kind::Whole(1)
-        } else if let Some(q) = pool.profiles.iter().position(|p| p.name == point.profile) {
-            Kind::Mig(q)
-        } else {
-            continue;
-        };
-        let e = best.entry(kind).or_insert(0.0);
-        if point.rps > *e {
-            *e = point.rps;
+    let saw_point = rate.points.iter().any(|p| p.gpu == pool.gpu.id);
+    // Per device the capacity of [`crate::spec::RateDemand::capacity`]; a whole-GPU-profile
+    // measurement is a lower bound for the whole GPU with MIG off (so the full profile's points
+    // are never a MIG option of their own).
+    let mut best: BTreeMap<Kind, (Capacity, String)> = BTreeMap::new();
+    let mig = pool
+        .profiles
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| full.as_deref() != Some(p.name.as_str()))
+        .map(|(q, p)| (Kind::Mig(q), p.name.clone()))
+        .collect::<Vec<_>>();
+    let whole = [Some(WHOLE.to_owned()), full].into_iter().flatten().map(|name| (Kind::Whole(1), name));
+    for (kind, profile) in whole.chain(mig) {
+        let Some(c) = rate.capacity(&pool.gpu.id, &profile) else { continue };
+        if best.get(&kind).is_none_or(|(b, _)| c.rps > b.rps) {
+            best.insert(kind, (c, profile));
         }
     }
     if best.is_empty() {
@@ -913,7 +920,8 @@ fn rate_options(
         return;
     }
     let mem = m.memory_mib as f64;
-    for (kind, rps) in best {
+    for (kind, (capacity, profile)) in best {
+        let rps = capacity.rps;
         let (cap, size, label) = match kind {
             Kind::Mig(q) => {
                 let Some(p) = pool.profiles.get(q) else { continue };
@@ -941,6 +949,7 @@ fn rate_options(
             rps: Some(rps),
             p99_ms: None,
             unverified: None,
+            measured: capacity.sweep_reason(&pool.gpu.id, &profile),
             size: size.0,
             bound_share: size.1,
         });

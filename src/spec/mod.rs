@@ -8,6 +8,7 @@
 //! harness (`crate::bench`) calls it with parts it generated (a test enforces that no other code
 //! writes a `Spec` literal).
 
+pub mod capacity;
 mod change_policy;
 pub mod deployment;
 mod headroom;

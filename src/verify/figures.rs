@@ -104,10 +104,15 @@ pub fn figures(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Figures {
         let mut points = BTreeSet::new();
         for (gpu_id, device) in replicas.get(model.name.as_str()).into_iter().flatten() {
             *coverage.replicas.entry(device.clone()).or_default() += 1;
-            if let Some(a) = best.get(&((*gpu_id).to_owned(), device.clone())) {
-                coverage.capacity_rps += a.point.rps;
-                points.insert(a.reason());
-            }
+            // The capacity of the planner's rule; a sweep explains itself, a single point as before.
+            let Some(c) = demand.capacity(gpu_id, device) else { continue };
+            coverage.capacity_rps += c.rps;
+            match c.sweep_reason(gpu_id, device) {
+                Some(why) => points.insert(why),
+                None => best
+                    .get(&((*gpu_id).to_owned(), device.clone()))
+                    .is_some_and(|a| points.insert(a.reason())),
+            };
         }
         coverage.points = points.into_iter().collect();
         f.models.push(coverage);

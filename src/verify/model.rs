@@ -323,8 +323,8 @@ impl<'a> Checker<'a> {
         })
     }
 
-    /// Requests/s one replica of a group sustains: the best admissible measured point for the
-    /// pool's GPU and the resource's profile. Time-sliced groups have none.
+    /// Requests/s one replica of a group sustains: the measured capacity
+    /// ([`crate::spec::RateDemand::capacity`]) for the pool's GPU and the resource's profile. Time-sliced groups have none.
     fn group_rps(&self, m: &Model, pool: &str, resource: &str) -> Option<f64> {
         let Demand::Rate(rate) = &m.demand else { return None };
         let gpu = self.pool_gpu(pool)?;
@@ -339,10 +339,6 @@ impl<'a> Checker<'a> {
                 .name
                 .clone()
         };
-        rate.points
-            .iter()
-            .filter(|p| p.profile == profile && rate.admits(p, &gpu.id))
-            .map(|p| p.rps)
-            .max_by(f64::total_cmp)
+        rate.capacity(&gpu.id, &profile).map(|c| c.rps)
     }
 }

@@ -325,7 +325,9 @@ fn checks_rate_coverage_with_admissible_points_only() {
             slo_ms: Some(100.0),
             admission_factor: 0.45,
             min_replicas: 1,
-            // The 90 rps point misses 0.45 × 100 ms; a 1g point does not apply to a 2g group.
+            // A sweep: the 90 rps point misses 0.45 × 100 ms, so the capacity is where the line
+            // from 60 rps (30 ms) to 90 rps (50 ms) reaches 45 ms, 82.5 rps; a 1g point does not
+            // apply to a 2g group.
             points: vec![
                 point("2g.20gb", 60.0, 30.0),
                 point("2g.20gb", 90.0, 50.0),
@@ -333,9 +335,9 @@ fn checks_rate_coverage_with_admissible_points_only() {
             ],
         })
     };
-    model_mut(&mut spec, "parakeet-asr").demand = rate(60.0);
+    model_mut(&mut spec, "parakeet-asr").demand = rate(82.5);
     assert_eq!(check(&spec, &catalog, &plan), Vec::new());
-    model_mut(&mut spec, "parakeet-asr").demand = rate(61.0);
+    model_mut(&mut spec, "parakeet-asr").demand = rate(83.0);
     assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Rate]));
 }
 

@@ -295,9 +295,10 @@ fn rate_demand_is_covered_by_measured_replicas() {
         point("2g.20gb", 1, 210.0, 20.0),
         point("3g.40gb", 1, 330.0, 20.0),
         point("7g.80gb", 1, 800.0, 20.0),
-        // MPS and SLO-violating points must be ignored.
+        // MPS and SLO-violating points must be ignored (the latter at another batch size: at the
+        // same one it would be the next point of a sweep, interpolated up to the limit).
         point("1g.10gb", 4, 10_000.0, 20.0),
-        point("2g.20gb", 1, 10_000.0, 60.0),
+        MeasuredPoint { batch_size: 16, ..point("2g.20gb", 1, 10_000.0, 60.0) },
     ];
     let s = spec(vec![pool("a100", A100, 8, named(&["n1"]))], vec![rate_model("det", 1000.0, points)]);
     let plan = plan(&s, &catalog()).expect("plans");

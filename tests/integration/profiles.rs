@@ -178,3 +178,114 @@ fn measurements_import_converts_tool_exports_into_points_that_load_back() {
     assert_eq!(again.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&out).expect("still there"), text);
 }
+
+// --- sweeps: p99 at several rates ----------------------------------------------------------------
+
+/// One L4 node of four GPUs and a rate model `asr` (550 req/s, p99 40 ms, factor 1) with
+/// these inline points on the L4.
+fn rate_manifest(points: &[(f64, &str)]) -> String {
+    let points: String = points
+        .iter()
+        .map(|(rps, latency)| {
+            format!("\n        - {{ gpu: L4, profile: whole, rps: {rps}, latency: {latency} }}")
+        })
+        .collect();
+    format!(
+        r#"apiVersion: gpuplan.io/v1alpha1
+kind: GpuPlan
+metadata: {{ name: sweep }}
+inventory: {{ pools: [{{ name: l4, gpu: L4, gpusPerNode: 4, nodes: [l4-1] }}] }}
+models:
+  - name: asr
+    image: example.com/asr:1
+    memory: 4GB
+    latency: {{ p99: 40ms }}
+    demand:
+      rate: 550rps
+      admissionFactor: 1
+      points:{points}
+"#
+    )
+}
+
+fn rate_spec(text: &str) -> gpuplan::spec::Spec {
+    let mut sources = Sources::new();
+    let mut read = gpuplan::pipeline::no_measurement_files;
+    gpuplan::pipeline::check_manifest(&mut sources, "sweep.yaml", text, &Catalog::builtin(), &mut read)
+        .unwrap_or_else(|d| panic!("{}", render::human(&sources, &d.0, false)))
+        .spec
+}
+
+/// Asserts that one of the (only) model's reasons, as `explain` shows them, contains `text`.
+fn assert_reason(plan: &gpuplan::plan::Plan, text: &str) {
+    let reasons = plan.models[0].reasons.join("\n");
+    assert!(reasons.contains(text), "{reasons}");
+}
+
+fn replicas(plan: &gpuplan::plan::Plan) -> u32 {
+    plan.models[0].groups.iter().map(|g| g.replicas).sum()
+}
+
+#[test]
+fn a_sweep_sizes_by_the_rate_at_which_its_interpolated_p99_reaches_the_limit() {
+    let catalog = Catalog::builtin();
+    // One saturation point: 300 req/s at 30 ms, under the 40 ms limit: two replicas cover 550.
+    let single = rate_spec(&rate_manifest(&[(300.0, "30ms")]));
+    let plan = gpuplan::plan::plan(&single, &catalog).expect("plans");
+    assert_eq!(replicas(&plan), 2);
+    // The sweep says the p99 at 300 req/s is 60 ms: linear between 200 req/s (20 ms) and 300
+    // (60 ms), 40 ms is reached at 250 req/s, so 550 req/s take three replicas.
+    let sweep = rate_spec(&rate_manifest(&[(100.0, "8ms"), (200.0, "20ms"), (300.0, "60ms")]));
+    let plan3 = gpuplan::plan::plan(&sweep, &catalog).expect("plans");
+    assert_eq!(replicas(&plan3), 3);
+    assert_reason(&plan3, "250.0 requests/s each (measured sweep on `L4` `whole` (batch 1, 3 points)");
+    assert_reason(
+        &plan3,
+        "interpolated between 200.0 req/s (20.0 ms) and 300.0 req/s (60.0 ms) reaches the 40.0 ms limit",
+    );
+    assert!(gpuplan::verify::check(&sweep, &catalog, &plan3).is_empty());
+    // The verifier applies the same rule: two replicas no longer cover the rate under the sweep.
+    let short = gpuplan::verify::check(&sweep, &catalog, &plan);
+    assert!(short.iter().any(|v| v.message.contains("500.0 requests/s covered, 550 asked")), "{short:?}");
+}
+
+#[test]
+fn a_sweep_refuses_load_beyond_its_last_point_and_says_which() {
+    let catalog = Catalog::builtin();
+    // Both points are well under 40 ms, but nothing was measured above 200 req/s: a replica
+    // carries at most 200, so 550 req/s take three (an extrapolation would have said two).
+    let spec = rate_spec(&rate_manifest(&[(100.0, "8ms"), (200.0, "20ms")]));
+    let plan = gpuplan::plan::plan(&spec, &catalog).expect("plans");
+    assert_eq!(replicas(&plan), 3);
+    assert_reason(
+        &plan,
+        "its last point (200.0 req/s, p99 20.0 ms, under the 40.0 ms limit): no load beyond the last measured point",
+    );
+    // A sweep whose lowest rate already misses the limit admits nothing: no extrapolation down.
+    let spec = rate_spec(&rate_manifest(&[(100.0, "45ms"), (200.0, "90ms")]));
+    let err = gpuplan::plan::plan(&spec, &catalog).expect_err("no admissible device");
+    let text = format!("{err:?}");
+    assert!(text.contains("no measured point on `L4` is admissible"), "{text}");
+}
+
+#[test]
+fn measurements_import_sweep_takes_every_perf_analyzer_row() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("model.csv");
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/measurements/tools/perf-analyzer.csv");
+    let run = super::cli::gpuplan()
+        .args(["measurements", "import", file, "--gpu", "A100-SXM4-80GB", "--profile", "3g.40gb"])
+        .args(["--batch-size", "8", "--sweep", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs gpuplan");
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("added 3 points of A100-SXM4-80GB 3g.40gb batch 8")
+    );
+    let text = std::fs::read_to_string(&out).expect("written");
+    let mut sources = Sources::new();
+    let points = parse_csv_checked(&mut sources, "model.csv", &text, &Catalog::builtin()).expect("valid");
+    let got: Vec<(f64, f64)> = points.iter().map(|p| (p.rps, p.latency_ms)).collect();
+    assert_eq!(got, [(188.2, 5.602), (371.4, 5.893), (402.9, 11.007)]);
+}

@@ -19,6 +19,8 @@ struct PairsFile {
     gpu: Option<String>,
     capacity: Vec<Run>,
     pairs: Vec<Pair>,
+    #[serde(default)]
+    light_load_over_closed_loop: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -69,7 +71,8 @@ pub fn parse(text: &str) -> Result<CalibrationFile, String> {
             scenarios.push(scenario(run)?);
         }
     }
-    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios })
+    let light_load_over_closed_loop = file.light_load_over_closed_loop;
+    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios, light_load_over_closed_loop })
 }
 
 fn scenario(run: Run) -> Result<Scenario, String> {
