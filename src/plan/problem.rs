@@ -631,7 +631,8 @@ fn pool_allowed(pool: &PoolCtx<'_>, m: &Model, out: &mut Sink<'_>) -> bool {
     true
 }
 
-/// `n` exclusive whole GPUs on one node: memory is the replica's total over its n GPUs.
+/// `n` exclusive whole GPUs on one node: each GPU holds its share of the replica's memory
+/// ([`rules::per_gpu_mib`], as the verifier checks it).
 fn multi_gpu_option(pool: &PoolCtx<'_>, m: &Model, n: u32, gpu_mib: f64, out: &mut Sink<'_>) {
     let mem = m.memory_mib as f64;
     if n > pool.gpn {
@@ -643,14 +644,15 @@ fn multi_gpu_option(pool: &PoolCtx<'_>, m: &Model, n: u32, gpu_mib: f64, out: &m
                 pool.gpn
             ),
         );
-    } else if mem > gpu_mib * f64::from(n) {
+    } else if rules::per_gpu_mib(m.memory_mib, n) as f64 > gpu_mib {
         out.reject(
             Reason::Memory,
             format!(
-                "{} on {n} × `{}` ({}) is less than the {} needed",
-                gib(gpu_mib * f64::from(n)),
+                "{} per GPU on {n} × `{}` ({}) is less than the {} each GPU needs ({} in all)",
+                gib(gpu_mib),
                 pool.gpu.id,
                 pool.name(),
+                gib(rules::per_gpu_mib(m.memory_mib, n) as f64),
                 gib(mem)
             ),
         );

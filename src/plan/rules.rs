@@ -18,6 +18,14 @@ const EPS: f64 = 1e-9;
 /// planner), one rule for `spec`, the planner, the bounds and the verifier.
 pub use crate::spec::usable_mib;
 
+/// The memory each GPU of a replica spread over `gpus` whole GPUs must hold: its share of the
+/// replica's memory, rounded up to a whole MiB (each GPU holds its own part; the whole memory for
+/// `gpus` 0 or 1). A multi-GPU replica fits when this share fits one GPU's [`usable_mib`]; the
+/// total over the GPUs is not enough.
+pub fn per_gpu_mib(memory_mib: u64, gpus: u32) -> u64 {
+    memory_mib.div_ceil(u64::from(gpus.max(1)))
+}
+
 /// The memory each of `k` replicas of a shared device may use: the device plugin, not
 /// gpuplan, picks the physical device a shared replica lands on, so every replica must fit
 /// `1/k` of the device's usable memory ([`usable_mib`]).

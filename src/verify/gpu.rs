@@ -52,7 +52,7 @@ impl<'a> Checker<'a> {
             );
         }
         for &m in models {
-            let per_gpu = m.memory_mib.div_ceil(u64::from(m.gpus.unwrap_or(1).max(1)));
+            let per_gpu = rules::per_gpu_mib(m.memory_mib, m.gpus.unwrap_or(1));
             self.check_memory(&at, m, per_gpu, rules::usable_mib(gpu.memory_mib, headroom), "the GPU");
             if m.compute > 1.0 + EPS {
                 self.push(Kind::Compute, at.clone(), format!("`{}` needs compute {} > 1", m.name, m.compute));

@@ -527,3 +527,29 @@ fn the_validator_and_the_planner_agree_where_a_model_stops_fitting() {
         diags.iter().map(|d| d.code).collect::<Vec<_>>()
     );
 }
+
+/// A replica over `gpus` whole GPUs needs its share of the memory on each of them
+/// (`plan::rules::per_gpu_mib`, rounded up), in the planner as in the verifier: four L4s offer
+/// more in all than the replica needs but less than its share on each GPU, so it runs on the
+/// (dearer) H100s instead of failing the verifier (it did: exit 2).
+#[test]
+fn a_multi_gpu_replica_needs_its_share_of_the_memory_on_each_gpu() {
+    let catalog = catalog();
+    let l4 = catalog.get("L4").expect("L4 in the catalog");
+    let usable = gpuplan::plan::rules::usable_mib(l4.memory_mib, 0.05);
+    let mib = (usable * 4.0).floor() as u64;
+    assert!(gpuplan::plan::rules::per_gpu_mib(mib, 4) as f64 > usable, "the share is just too large");
+    let text = format!(
+        "apiVersion: gpuplan.io/v1alpha1\nkind: GpuPlan\nmetadata: {{ name: edge }}\n\
+         inventory:\n  pools:\n\
+         \x20   - {{ name: l4, gpu: L4, gpusPerNode: 4, nodes: [l4-1], costPerGpuHour: 0.5 }}\n\
+         \x20   - {{ name: h100, gpu: H100-SXM5-80GB, gpusPerNode: 4, nodes: [h-1], costPerGpuHour: 4 }}\n\
+         policy: {{ memoryHeadroom: 0.05 }}\n\
+         models:\n  - {{ name: big, image: example.com/big:1, memory: {mib}MiB, gpus: 4 }}\n"
+    );
+    let (_, checked) = check("multi.yaml", &text, &catalog);
+    let (spec, _) = checked.expect("valid: the H100s hold it");
+    let plan = gpuplan::pipeline::plan(&spec, &catalog).expect("planned and verified");
+    let pools: Vec<&str> = plan.models[0].groups.iter().map(|g| g.pool.as_str()).collect();
+    assert_eq!(pools, ["h100"]);
+}
