@@ -316,12 +316,21 @@ fn model_ways(problem: &Problem<'_>, m: &Model, pi: usize, gpu: &GpuModel) -> Ve
     let mut out = Vec::new();
     if let Demand::Rate(rate) = &m.demand {
         // Only groups on a whole GPU or an exclusive MIG instance with an admissible measured
-        // point cover requests; a request per second there costs 1 / rps of the device.
-        for point in rate.points.iter().filter(|p| rate.admits(p, &gpu.id) && p.rps > 0.0) {
-            if point.profile == "whole" {
-                out.push(way(Device::Whole, 1.0 / point.rps, 0.0));
+        // point cover requests; a request per second there costs 1 / rps of the device (the
+        // rps of its processes together under measured-point MPS, each within its memory).
+        let max_processes = rules::measured_mps_max(problem.pools[pi].spec, m, policy);
+        for point in rate.points.iter().filter(|p| rate.admits_processes(p, &gpu.id, max_processes)) {
+            let rps = point.rps * f64::from(point.processes);
+            let (device, mib) = if rules::whole_gpu_point(gpu, &point.profile) {
+                (Device::Whole, gpu.memory_mib)
             } else if let Some(q) = profiles.iter().position(|p| p.name == point.profile) {
-                out.push(way(Device::Mig(q), 1.0 / point.rps, 0.0));
+                (Device::Mig(q), profiles[q].memory_mib)
+            } else {
+                continue;
+            };
+            let usable = rules::usable_mib(mib, policy.memory_headroom);
+            if rps > 0.0 && (point.processes == 1 || rules::mps_process_fits(mem, usable, point.processes)) {
+                out.push(way(device, 1.0 / rps, 0.0));
             }
         }
         return out;

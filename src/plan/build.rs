@@ -292,12 +292,24 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
             if *m != mi {
                 continue;
             }
+            // A device's k MPS processes of a measured point (one option per model, pool
+            // and device kind, so the resource names it).
+            let processes = mc
+                .options
+                .iter()
+                .find(|o| {
+                    o.pool == *pi
+                        && matches!(o.kind, Kind::Mig(_) | Kind::Whole(1))
+                        && problem.pools[*pi].resource(o.kind, false) == *resource
+                })
+                .map_or(1, |o| o.processes);
             gs.push(ReplicaGroup {
                 resource: resource.clone(),
                 per_replica: *per,
                 replicas: *replicas,
                 pool: problem.pools[*pi].name().to_owned(),
                 nodes: nodes.iter().cloned().collect(),
+                processes,
             });
             one_per_replica += replicas * per;
         }

@@ -15,7 +15,7 @@ use crate::catalog::{Catalog, GpuModel};
 use crate::plan::latency::Refusal;
 use crate::plan::layouts::{self, Layout, ProfileInfo};
 use crate::plan::rules::{self, AloneSlo};
-use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Policy, Pool, Spec, Spread};
+use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Policy, Pool, RateDemand, Spec, Spread};
 
 /// How one replica is served, within one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,6 +41,9 @@ pub(crate) struct Opt {
     pub kind: Kind,
     /// Requests per second one replica sustains here (rate demand only).
     pub rps: Option<f64>,
+    /// Processes of the model one replica runs on its device: 1, or `k` MPS processes of a
+    /// point measured with `k` ([`rules::measured_mps`], DRA only; `rps` is then their sum).
+    pub processes: u32,
     /// Predicted p99 latency, when the model gives a latency baseline.
     pub p99_ms: Option<f64>,
     /// Why the SLO of a replica alone on its device is unverified (the latency model refuses
@@ -275,11 +278,10 @@ fn pool_ctx<'a>(spec: &Spec, p: &'a Pool, gpu: &'a GpuModel, priced: bool, min_c
     // Only the `mixed` strategy exposes MIG devices of several profiles next to whole GPUs;
     // under `none` the device plugin ignores MIG, and `single` needs one profile per node
     // (not planned yet), so both plan whole and time-sliced GPUs only.
-    let profiles = if spec.cluster.mig_strategy == MigStrategy::Mixed && p.sharing.mig {
-        usable_profiles(gpu)
-    } else {
-        Vec::new()
-    };
+    // On the DRA backend the device plugin's strategy does not apply (the driver publishes
+    // every static MIG device): MIG is planned wherever the pool allows it.
+    let mig_exposed = spec.cluster.mig_strategy == MigStrategy::Mixed || p.dra.is_some();
+    let profiles = if mig_exposed && p.sharing.mig { usable_profiles(gpu) } else { Vec::new() };
     let every = layouts::all(gpu, &profiles);
     let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
     let mut layouts = layouts::maximal_of(every);
@@ -473,6 +475,7 @@ impl Sink<'_> {
             pool: self.pi,
             kind,
             rps: None,
+            processes: 1,
             p99_ms,
             unverified: None,
             size,
@@ -519,6 +522,7 @@ impl Sink<'_> {
             pool: self.pi,
             kind,
             rps: None,
+            processes: 1,
             p99_ms,
             unverified,
             size: size.0,
@@ -580,7 +584,7 @@ fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut
             );
             return;
         }
-        rate_options(pool, m, rate, gpu_mib, policy.memory_headroom, out);
+        rate_options(pool, m, rate, policy, out);
         return;
     }
     // The baseline on this pool's GPU type (scaled when measured on another one).
@@ -862,49 +866,46 @@ fn mps_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
 
 /// Options of a rate-demand model: only devices with an admissible measured point. A point is
 /// admissible when it was measured with one process (the device plugin cannot run MPS on MIG)
-/// and, with an SLO, when its latency is below `admission_factor × slo`
-/// ([`crate::spec::RateDemand::admits`]). Per device the admissible point with the most
-/// requests per second wins. Time-slicing is never used for rate models: a measurement of one
-/// process alone says nothing about throughput under sharing.
-fn rate_options(
-    pool: &PoolCtx<'_>,
-    m: &Model,
-    rate: &crate::spec::RateDemand,
-    gpu_mib: f64,
-    headroom: f64,
-    out: &mut Sink<'_>,
-) {
-    let mut best: BTreeMap<Kind, f64> = BTreeMap::new();
-    let full = pool.gpu.mig.as_ref().and_then(|g| {
-        g.profiles
-            .iter()
-            .find(|p| p.compute_slices >= g.compute_slices && p.memory_slices >= g.memory_slices)
-            .map(|p| p.name.clone())
-    });
+/// or, under measured-point MPS ([`rules::measured_mps`]: a `dra` pool allowing `mps`), with up
+/// to `policy.maxTimeSlicingReplicas` processes each within its pinned share of the device
+/// memory ([`rules::mps_process_fits`]); and, with an SLO, when its latency is below
+/// `admission_factor × slo` ([`crate::spec::RateDemand::admits_processes`]). Per device the
+/// admissible point with the most requests per second (over its processes) wins. Time-slicing
+/// is never used for rate models: a measurement of one process alone says nothing about
+/// throughput under sharing.
+fn rate_options(pool: &PoolCtx<'_>, m: &Model, rate: &RateDemand, policy: &Policy, out: &mut Sink<'_>) {
+    let gpu_mib = rules::usable_mib(pool.gpu.memory_mib, policy.memory_headroom);
+    let max_processes = rules::measured_mps_max(pool.spec, m, policy);
+    let mut best: BTreeMap<Kind, (f64, u32)> = BTreeMap::new();
     let mut saw_point = false;
+    let mem = m.memory_mib as f64;
     for point in rate.points.iter().filter(|p| p.gpu == pool.gpu.id) {
         saw_point = true;
-        if !rate.admits(point, &pool.gpu.id) {
+        if !rate.admits_processes(point, &pool.gpu.id, max_processes) {
             continue;
         }
-        // A whole-GPU-profile measurement is a lower bound for the whole GPU with MIG off.
-        let kind = if point.profile == "whole" || full.as_deref() == Some(point.profile.as_str()) {
-            Kind::Whole(1)
-        } else if let Some(q) = pool.profiles.iter().position(|p| p.name == point.profile) {
-            Kind::Mig(q)
-        } else {
+        let Some(kind) = point_kind(pool, &point.profile) else { continue };
+        let (cap, ..) = rate_device(pool, kind, gpu_mib, policy.memory_headroom);
+        if point.processes > 1 && !rules::mps_process_fits(mem, cap, point.processes) {
             continue;
-        };
-        let e = best.entry(kind).or_insert(0.0);
-        if point.rps > *e {
-            *e = point.rps;
+        }
+        let rps = point.rps * f64::from(point.processes);
+        let e = best.entry(kind).or_insert((0.0, 1));
+        if rps > e.0 {
+            *e = (rps, point.processes);
         }
     }
     if best.is_empty() {
         let text = if saw_point {
             format!(
-                "no measured point on `{}` is admissible (one process, latency below {:.2} × SLO)",
-                pool.gpu.id, rate.admission_factor
+                "no measured point on `{}` is admissible ({}, latency below {:.2} × SLO)",
+                pool.gpu.id,
+                if max_processes > 1 {
+                    format!("up to {max_processes} MPS processes within their memory share")
+                } else {
+                    "one process".to_owned()
+                },
+                rate.admission_factor
             )
         } else {
             format!("no measured point on `{}`", pool.gpu.id)
@@ -912,15 +913,8 @@ fn rate_options(
         out.reject(Reason::Measurement, text);
         return;
     }
-    let mem = m.memory_mib as f64;
-    for (kind, rps) in best {
-        let (cap, size, label) = match kind {
-            Kind::Mig(q) => {
-                let Some(p) = pool.profiles.get(q) else { continue };
-                (rules::usable_mib(p.memory_mib, headroom), mig_shares(pool, p), p.name.clone())
-            }
-            _ => (gpu_mib, (1.0, 1.0), "whole".to_owned()),
-        };
+    for (kind, (rps, processes)) in best {
+        let (cap, size, label) = rate_device(pool, kind, gpu_mib, policy.memory_headroom);
         if (m.isolation == Isolation::Dedicated || m.gpus.is_some()) && matches!(kind, Kind::Mig(_)) {
             out.reject(
                 Reason::Isolation,
@@ -939,11 +933,32 @@ fn rate_options(
             pool: out.pi,
             kind,
             rps: Some(rps),
+            processes,
             p99_ms: None,
             unverified: None,
             size: size.0,
             bound_share: size.1,
         });
+    }
+}
+
+/// The device a measured point's profile names on `pool`: a whole GPU
+/// ([`rules::whole_gpu_point`]), else the pool's usable profile of that name.
+fn point_kind(pool: &PoolCtx<'_>, profile: &str) -> Option<Kind> {
+    if rules::whole_gpu_point(pool.gpu, profile) {
+        Some(Kind::Whole(1))
+    } else {
+        pool.profiles.iter().position(|p| p.name == profile).map(Kind::Mig)
+    }
+}
+
+/// A rate option's device: its usable memory, its (ordering, bound) shares and its name.
+fn rate_device(pool: &PoolCtx<'_>, kind: Kind, gpu_mib: f64, headroom: f64) -> (f64, (f64, f64), String) {
+    match kind {
+        Kind::Mig(q) => pool.profiles.get(q).map_or((0.0, (1.0, 1.0), String::new()), |p| {
+            (rules::usable_mib(p.memory_mib, headroom), mig_shares(pool, p), p.name.clone())
+        }),
+        _ => (gpu_mib, (1.0, 1.0), "whole".to_owned()),
     }
 }
 

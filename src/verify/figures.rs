@@ -208,6 +208,7 @@ mod tests {
                         replicas: *replicas,
                         pool: pool.name.clone(),
                         nodes: nodes.iter().cloned().collect(),
+                        processes: 1,
                     })
                     .collect(),
                 reasons: Vec::new(),

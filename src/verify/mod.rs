@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, GpuModel, MigProfile, layout};
 use crate::plan::latency::Refusal;
-use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan, rules};
+use crate::plan::{GpuMode, GpuPlan, NodePlan, Plan, PoolPlan, ReplicaGroup, rules};
 use crate::spec::{Demand, Isolation, Model, Nodes, Pool, Spec, Spread};
 
 pub use figures::{Coverage, Figures, figures};
@@ -1030,7 +1030,7 @@ impl<'a> Checker<'a> {
                     let rps = if shared.contains(&(group.pool.as_str(), group.resource.as_str())) {
                         None
                     } else {
-                        self.group_rps(m, &group.pool, &group.resource)
+                        self.group_rps(m, group)
                     };
                     match rps {
                         Some(rps) => covered += rps * f64::from(group.replicas),
@@ -1038,8 +1038,8 @@ impl<'a> Checker<'a> {
                             Kind::Rate,
                             at.clone(),
                             format!(
-                                "group `{}` in pool `{}` has no admissible measured point",
-                                group.resource, group.pool
+                                "group `{}` in pool `{}` has no admissible measured point with {} process(es) per device",
+                                group.resource, group.pool, group.processes
                             ),
                         ),
                     }
@@ -1179,25 +1179,37 @@ impl<'a> Checker<'a> {
     }
 
     /// Requests/s one replica of a group sustains: the best admissible measured point for the
-    /// pool's GPU and the resource's profile. Time-sliced groups have none.
-    fn group_rps(&self, m: &Model, pool: &str, resource: &str) -> Option<f64> {
+    /// pool's GPU and the resource's profile, measured with the group's processes per device
+    /// (their rps together). Several processes need measured-point MPS on the pool
+    /// ([`rules::measured_mps`]), at most `policy.maxTimeSlicingReplicas` of them, each within
+    /// its share of the device memory. Time-sliced groups have none.
+    fn group_rps(&self, m: &Model, group: &ReplicaGroup) -> Option<f64> {
         let Demand::Rate(rate) = &m.demand else { return None };
-        let gpu = self.spec.pools.iter().find(|p| p.name == pool).and_then(|p| self.catalog.get(&p.gpu))?;
-        let profile = if resource == "nvidia.com/gpu" {
-            "whole".to_owned()
+        let pool = self.spec.pools.iter().find(|p| p.name == group.pool)?;
+        let gpu = self.catalog.get(&pool.gpu)?;
+        let (profile, mib) = if group.resource == "nvidia.com/gpu" {
+            ("whole".to_owned(), gpu.memory_mib)
         } else {
-            gpu.mig
+            let p = gpu
+                .mig
                 .as_ref()?
                 .profiles
                 .iter()
-                .find(|p: &&MigProfile| p.resource_name() == resource)?
-                .name
-                .clone()
+                .find(|p: &&MigProfile| p.resource_name() == group.resource)?;
+            (p.name.clone(), p.memory_mib)
         };
+        let k = group.processes.max(1);
+        let usable = rules::usable_mib(mib, self.spec.policy.memory_headroom);
+        if k > 1 && !rules::mps_process_fits(m.memory_mib as f64, usable, k) {
+            return None;
+        }
+        let max = rules::measured_mps_max(pool, m, &self.spec.policy);
+        let whole = profile == "whole";
         rate.points
             .iter()
-            .filter(|p| p.profile == profile && rate.admits(p, &gpu.id))
-            .map(|p| p.rps)
+            .filter(|p| if whole { rules::whole_gpu_point(gpu, &p.profile) } else { p.profile == profile })
+            .filter(|p| p.processes == k && rate.admits_processes(p, &gpu.id, max))
+            .map(|p| p.rps * f64::from(k))
             .max_by(f64::total_cmp)
     }
 

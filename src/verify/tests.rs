@@ -20,6 +20,7 @@ fn group(resource: &str, replicas: u32, nodes: &[&str]) -> ReplicaGroup {
         replicas,
         pool: "a100".to_owned(),
         nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        processes: 1,
     }
 }
 

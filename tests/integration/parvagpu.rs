@@ -3,7 +3,7 @@
 //!
 //! Reads the vendored artifact (`tests/data/parvagpu/`) through `profiles::parvagpu_dataset`.
 
-use gpuplan::bench::parvagpu::{ImportOptions, bounds};
+use gpuplan::bench::parvagpu::{ImportOptions, MAX_NODES, bounds, dra_spec};
 use gpuplan::catalog::Catalog;
 use gpuplan::verify::{check, figures};
 
@@ -50,4 +50,53 @@ fn plans_parvagpu_slo1_within_the_one_process_baseline() {
 #[test]
 fn plans_parvagpu_slo2_within_the_one_process_baseline() {
     plans_and_verifies("SLO2");
+}
+
+/// ParvaGPU's MPS formulation through the DRA backend (`bench::parvagpu::dra_spec`): the plan
+/// is verified, uses no more GPUs than ParvaGPU's committed plans (which run up to five MPS
+/// processes per MIG instance), never fewer than the bound valid for every plan, and some device
+/// runs several MPS processes. The six scenarios: `cargo bench --bench parvagpu -- --dra`.
+fn dra_plans_within_parvagpu_with_mps(scenario: &str) {
+    let dataset = parvagpu_dataset(ImportOptions::default());
+    let catalog = Catalog::builtin();
+    let scenario = dataset.scenario(scenario).expect("scenario exists");
+    let spec = dra_spec(&dataset.spec(scenario, &catalog).expect("spec"), &catalog, MAX_NODES);
+    let plan = gpuplan::plan::plan(&spec, &catalog).unwrap_or_else(|d| {
+        panic!("no plan for {}: {:?}", scenario.name, d.iter().map(|d| &d.message).collect::<Vec<_>>())
+    });
+    let violations = check(&spec, &catalog, &plan);
+    assert!(violations.is_empty(), "{} fails verification: {violations:#?}", scenario.name);
+    let committed = dataset.deployments.get(&scenario.name).expect("committed deployment").gpus();
+    let used = figures(&spec, &catalog, &plan).gpus_used;
+    assert!(
+        used <= committed,
+        "{} uses {used} GPUs, more than ParvaGPU with MPS ({committed})",
+        scenario.name
+    );
+    assert!(used >= plan.quality.lower_bound, "{}: below its own valid bound", scenario.name);
+    assert!(
+        plan.models.iter().flat_map(|m| &m.groups).any(|g| g.processes > 1),
+        "{}: no device runs several MPS processes",
+        scenario.name
+    );
+}
+
+#[test]
+fn dra_mps_plans_parvagpu_slo1_within_parvagpu_with_mps() {
+    dra_plans_within_parvagpu_with_mps("SLO1");
+}
+
+#[test]
+fn dra_mps_plans_parvagpu_slo2_within_parvagpu_with_mps() {
+    dra_plans_within_parvagpu_with_mps("SLO2");
+}
+
+#[test]
+fn without_dra_the_mps_points_stay_unused() {
+    // The same scenario on the device plugin (autoscaled, `hardware`): one-process points only.
+    let dataset = parvagpu_dataset(ImportOptions::default());
+    let catalog = Catalog::builtin();
+    let spec = dataset.spec(dataset.scenario("SLO1").expect("scenario"), &catalog).expect("spec");
+    let plan = gpuplan::plan::plan(&spec, &catalog).expect("plans");
+    assert!(plan.models.iter().flat_map(|m| &m.groups).all(|g| g.processes == 1));
 }
