@@ -485,6 +485,9 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
             if let Some(r) = o.rps {
                 covered += r * f64::from(n);
                 s.push_str(&format!(", {r:.1} requests/s each"));
+                if o.processes > 1 {
+                    s.push_str(&format!(" as {} MPS processes on one DRA claim", o.processes));
+                }
             }
             if let Some(why) = &o.unverified {
                 s.push_str(&format!("; {why}"));

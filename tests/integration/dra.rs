@@ -269,7 +269,47 @@ fn dra_fixtures() -> Vec<Fixture> {
     assert!(out.len() >= 2, "expected at least two DRA examples");
     out.extend(held_out());
     out.extend(parvagpu_mps());
+    out.push(mps_whole_gpus());
     out
+}
+
+/// The MPS benchmark fixture (`tests/fixtures/mps/small-models.yaml`: small latency-bound models
+/// sharing L4s by MPS) with its pool on DRA: whole GPUs shared through one claim each with
+/// `GpuConfig` `sharing.strategy: MPS`, the thread cap and pinned memory per client set.
+fn mps_whole_gpus() -> Fixture {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("tests/fixtures/mps/small-models.yaml")).expect("fixture");
+    let uuids =
+        |n: u32| (0..4).map(|g| format!("GPU-5e1e{n:04x}-0000-4000-8000-{g:012x}")).collect::<Vec<_>>();
+    let current: String = (1..=2)
+        .map(|n| {
+            format!(
+                "\n        - {{ node: l4-{n}, gpus: [[], [], [], []], uuids: [{}] }}",
+                uuids(n).join(", ")
+            )
+        })
+        .collect();
+    let pool = "sharing: [mps, timeSlicing]";
+    assert!(text.contains(pool), "the fixture's pool allows MPS");
+    let text = text.replace(pool, &format!("{pool}\n      backend: dra\n      current:{current}"));
+    let mut sources = gpuplan::diagnostics::Sources::new();
+    let mut read = gpuplan::pipeline::no_measurement_files;
+    let compiled = gpuplan::pipeline::bundle_from_manifest(
+        &mut sources,
+        "small-models-dra.yaml",
+        &text,
+        &fx::catalog(),
+        &gpuplan::render::Templates::builtin(),
+        &mut read,
+    )
+    .unwrap_or_else(|f| panic!("the MPS fixture on DRA compiles: {f:?}"));
+    let plan = compiled.plan;
+    let mps = plan.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus);
+    assert!(
+        mps.clone().any(|g| matches!(g.mode, GpuMode::Mps { .. }) && g.uuid.is_some()),
+        "MPS on DRA GPUs"
+    );
+    Fixture { name: "mps-whole-gpus-dra".to_owned(), spec: compiled.spec, plan }
 }
 
 /// ParvaGPU's SLO1 and SLO2 in its MPS formulation through DRA (`bench::parvagpu::dra_spec`):
