@@ -522,3 +522,42 @@ fn device_plugin_plans_name_no_uuid() {
         );
     }
 }
+
+#[test]
+fn a_backend_change_on_a_running_node_is_held_for_its_drain_both_ways() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dra =
+        std::fs::read_to_string(root.join("examples/voice-pipeline-dra/gpuplan.yaml")).expect("example");
+    assert!(dra.contains("\n  backend: dra\n"));
+    let plugin = dra.replace("\n  backend: dra\n", "\n  backend: devicePlugin\n");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (first, second) in [(&plugin, &dra), (&dra, &plugin)] {
+        let (a, b) = (dir.path().join("first.yaml"), dir.path().join("second.yaml"));
+        std::fs::write(&a, first).expect("written");
+        std::fs::write(&b, second).expect("written");
+        let out = dir.path().join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        let compile = |manifest: &Path| {
+            let run = crate::cli::gpuplan()
+                .arg("compile")
+                .arg(manifest)
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .expect("runs");
+            assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        };
+        compile(&a);
+        assert!(!out.join("nodes/drain/gpu-a100-1.yaml").exists(), "nothing to drain at first");
+        // Same layouts and configs, the other backend: the node runs pods, so it is drained
+        // first and its label patch (device plugin off or on) waits under `nodes/drain/`.
+        compile(&b);
+        let plan: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).expect("plan"))
+                .expect("json");
+        let node = &plan["pools"][0]["nodes"][0];
+        assert_eq!(node["mustDrain"], true);
+        assert_eq!(node["transition"]["phase"], "held");
+        assert!(out.join("nodes/drain/gpu-a100-1.yaml").exists());
+    }
+}
