@@ -23,8 +23,13 @@
 //! identity (node, GPU index, profile, placement): claim specs are immutable, so a new pin is a
 //! new object, never an update.
 //!
-//! Not covered (docs/dra.md): MPS sharing, ConsumableShares, DynamicMIG (placements are not
-//! visible to CEL there), autoscaled pools (refused by the spec stage).
+//! Shared devices are time-sliced (`TimeSlicing`) or shared by MPS (`MPS`, [`MpsShare`]: the
+//! planner's whole-GPU MPS clients, or a rate model's `k` measured MPS processes on one device,
+//! `ReplicaGroup::processes`), one claim per device either way.
+//!
+//! Not covered (docs/dra.md): ConsumableShares, DynamicMIG (placements are not visible to CEL
+//! there), MPS shared by several models inside a MIG instance, autoscaled pools (refused by the
+//! spec stage).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
