@@ -45,25 +45,7 @@ fn main() -> ExitCode {
         .unwrap_or(5)
         .max(1);
     let dra = args.iter().any(|a| a == "--dra");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/parvagpu");
-    let mut texts = Vec::new();
-    for (key, path) in Files::paths() {
-        match std::fs::read_to_string(dir.join(&path)) {
-            Ok(text) => texts.push((key, text)),
-            Err(e) => {
-                eprintln!("error: cannot read `{}`: {e}", dir.join(&path).display());
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let mut sources = Sources::new();
-    let dataset = match Dataset::load(&mut sources, &Files::from_texts(texts), options) {
-        Ok(d) => d,
-        Err(diags) => {
-            eprint!("{}", render::human(&sources, &diags.0, false));
-            return ExitCode::from(2);
-        }
-    };
+    let Some(dataset) = load(options) else { return ExitCode::from(2) };
     let catalog = Catalog::builtin();
     let mut rows = Vec::new();
     let mut bounds = Vec::new();
@@ -78,22 +60,8 @@ fn main() -> ExitCode {
             }
         };
         let mut row = Row::new(&dataset, scenario, &spec, &catalog);
-        let mut times = Vec::with_capacity(runs);
-        let mut result = None;
-        for _ in 0..runs {
-            let t = Instant::now();
-            let planned = gpuplan::plan::plan(&spec, &catalog);
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-            let stop = planned.is_err();
-            result = Some(planned);
-            if stop {
-                break; // an error is not worth timing again
-            }
-        }
-        times.sort_by(f64::total_cmp);
-        if matches!(result, Some(Ok(_))) {
-            row.median_ms = times.get(times.len() / 2).copied();
-        }
+        let (result, median_ms) = plan_timed(&spec, &catalog, runs);
+        row.median_ms = median_ms;
         row.gpuplan = match result {
             Some(Ok(plan)) => {
                 bounds.push(plan.quality.lower_bound);
@@ -135,6 +103,52 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// The vendored artifact (`tests/data/parvagpu/`); `None` (after saying why) when unreadable.
+fn load(options: ImportOptions) -> Option<Dataset> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/parvagpu");
+    let mut texts = Vec::new();
+    for (key, path) in Files::paths() {
+        match std::fs::read_to_string(dir.join(&path)) {
+            Ok(text) => texts.push((key, text)),
+            Err(e) => {
+                eprintln!("error: cannot read `{}`: {e}", dir.join(&path).display());
+                return None;
+            }
+        }
+    }
+    let mut sources = Sources::new();
+    match Dataset::load(&mut sources, &Files::from_texts(texts), options) {
+        Ok(d) => Some(d),
+        Err(diags) => {
+            eprint!("{}", render::human(&sources, &diags.0, false));
+            None
+        }
+    }
+}
+
+/// Plans `spec` `runs` times: the last result and, when it is a plan, the median wall time in ms.
+fn plan_timed(
+    spec: &gpuplan::spec::Spec,
+    catalog: &Catalog,
+    runs: usize,
+) -> (Option<Result<gpuplan::plan::Plan, gpuplan::diagnostics::Diagnostics>>, Option<f64>) {
+    let mut times = Vec::with_capacity(runs);
+    let mut result = None;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let planned = gpuplan::plan::plan(spec, catalog);
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        let stop = planned.is_err();
+        result = Some(planned);
+        if stop {
+            break; // an error is not worth timing again
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let median = matches!(result, Some(Ok(_))).then(|| times.get(times.len() / 2).copied()).flatten();
+    (result, median)
 }
 
 /// `--dra`: each scenario's GPUs against ParvaGPU's committed plan (MPS inside MIG) and the
