@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 
 use crate::catalog::{Catalog, GpuModel};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, codes};
-use crate::spec::{Demand, MeasuredPoint, Model, Nodes, RateDemand, Spec};
+use crate::spec::{Demand, DraPool, Isolation, MeasuredPoint, Model, Nodes, PoolSharing, RateDemand, Spec};
 
 use crate::measurements::{DEFAULT_ADMISSION_FACTOR, WHOLE, best_admitted, fmt_num};
 use crate::verify::{Figures, Violation};
@@ -654,6 +654,56 @@ pub fn scenario_spec(
         MAX_NODES,
         demands,
     ))
+}
+
+/// The most MPS processes per MIG instance in ParvaGPU's profiles (`Workload Number` 1…5).
+pub const MAX_PROCESSES: u32 = 5;
+
+/// A scenario spec ([`scenario_spec`]) in ParvaGPU's MPS formulation, made deployable through
+/// the DRA backend: the pool has `nodes` named nodes (`parvagpu-1`…; the benchmark gives it
+/// [`MAX_NODES`], as many as the autoscaled pool may reach) with synthetic GPU
+/// UUIDs (DRA pins every claim to a UUID; autoscaled pools are refused on `dra`), its sharing is
+/// `[mig, mps]`, every model is `shared` with `allowMps` and may run up to [`MAX_PROCESSES`]
+/// MPS processes per device (`policy.maxTimeSlicingReplicas`), and a model's memory is the
+/// smallest share of device memory one of its processes was measured in (instance memory ÷
+/// processes): each process then fits the share gpuplan pins for it.
+pub fn dra_spec(spec: &Spec, catalog: &Catalog, nodes: u32) -> Spec {
+    let mut spec = spec.clone();
+    spec.policy.max_time_slicing_replicas = MAX_PROCESSES;
+    let gpu = spec.pools.first().and_then(|p| catalog.get(&p.gpu));
+    for pool in &mut spec.pools {
+        let nodes: Vec<String> = (1..=nodes).map(|n| format!("parvagpu-{n}")).collect();
+        let uuids = nodes
+            .iter()
+            .enumerate()
+            .map(|(n, node)| {
+                let gpus =
+                    (0..pool.gpus_per_node).map(|g| format!("GPU-{:08x}-0000-4000-8000-{:012x}", n + 1, g));
+                (node.clone(), gpus.collect())
+            })
+            .collect();
+        pool.nodes = Nodes::Named(nodes);
+        pool.sharing = PoolSharing { mig: true, time_slicing: false, mps: true };
+        pool.dra = Some(DraPool { uuids });
+    }
+    for m in &mut spec.models {
+        m.isolation = Isolation::Shared;
+        m.allow_mps = true;
+        let Demand::Rate(rate) = &m.demand else { continue };
+        let per_process = rate
+            .points
+            .iter()
+            .filter_map(|p| {
+                let mib =
+                    if p.profile == WHOLE { gpu?.memory_mib } else { gpu?.profile(&p.profile)?.memory_mib };
+                Some(mib / u64::from(p.processes.max(1)))
+            })
+            .min();
+        if let Some(mib) = per_process {
+            m.memory_mib = m.memory_mib.min(mib);
+        }
+    }
+    spec
 }
 
 /// What the profiles alone say about a spec's rate demands on its first pool's GPU.

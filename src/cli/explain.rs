@@ -187,6 +187,7 @@ mod tests {
             replicas: 2,
             pool: "a100".to_owned(),
             nodes: vec!["n1".to_owned(), "n2".to_owned()],
+            processes: 1,
         };
         let model =
             ModelPlan { name: "asr".to_owned(), groups: vec![group], reasons, slo_unverified: Vec::new() };

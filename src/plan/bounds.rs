@@ -18,7 +18,7 @@
 //! profiles, per-tenant time-slicing compute, homogeneous MIG time-slicing, latency
 //! predictions), so plans outside the planner's model are covered too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use good_lp::{
     Constraint, Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, variable,
@@ -318,13 +318,31 @@ fn model_ways(problem: &Problem<'_>, m: &Model, pi: usize, gpu: &GpuModel) -> Ve
     let mut out = Vec::new();
     if let Demand::Rate(rate) = &m.demand {
         // Only groups on a whole GPU or an exclusive MIG instance with a measured capacity
-        // cover requests; a request per second there costs 1 / capacity of the device.
-        if let Some(c) = rate.capacity(&gpu.id, "whole") {
-            out.push(way(Device::Whole, 1.0 / c.rps, 0.0));
-        }
-        for (q, p) in profiles.iter().enumerate() {
-            if let Some(c) = rate.capacity(&gpu.id, &p.name) {
-                out.push(way(Device::Mig(q), 1.0 / c.rps, 0.0));
+        // cover requests ([`crate::spec::RateDemand::capacity_with`]: a sweep interpolated up to
+        // the limit); a request per second there costs 1 / capacity of the device (the capacity
+        // of its processes together under measured-point MPS, each within its memory). A point
+        // on the MIG profile spanning the GPU counts for the whole GPU and for that instance.
+        let max_processes = rules::measured_mps_max(problem.pools[pi].spec, m, policy);
+        let names: BTreeSet<&str> =
+            rate.points.iter().filter(|p| p.gpu == gpu.id).map(|p| p.profile.as_str()).collect();
+        for name in names {
+            let mut devices = Vec::new();
+            if rules::whole_gpu_point(gpu, name) {
+                devices.push((Device::Whole, gpu.memory_mib));
+            }
+            if let Some(q) = profiles.iter().position(|p| p.name == name) {
+                devices.push((Device::Mig(q), profiles[q].memory_mib));
+            }
+            for (device, mib) in devices {
+                let usable = rules::usable_mib(mib, policy.memory_headroom);
+                for k in 1..=max_processes {
+                    if k > 1 && !rules::mps_process_fits(mem, usable, k) {
+                        continue;
+                    }
+                    if let Some(c) = rate.capacity_with(&gpu.id, name, k) {
+                        out.push(way(device, 1.0 / (c.rps * f64::from(k)), 0.0));
+                    }
+                }
             }
         }
         return out;

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
 use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
-use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
+use crate::plan::problem::{Kind, ModelCtx, Need, PoolCtx, Problem};
 use crate::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
     Quality, ReplicaGroup, Tenant,
@@ -41,6 +41,20 @@ pub const ALTERNATIVE_PREFIX: &str = "could also run on";
 
 /// (model, pool, resource, GPUs per replica).
 type GroupKey = (usize, usize, String, u32);
+
+/// The MPS processes each replica of `mc`'s group on pool `pi` and `resource` runs on its device:
+/// a measured point's `k` (one option per model, pool and device kind, so the resource names it),
+/// else 1.
+fn group_processes(problem: &Problem<'_>, mc: &ModelCtx<'_>, pi: usize, resource: &str) -> u32 {
+    mc.options
+        .iter()
+        .find(|o| {
+            o.pool == pi
+                && matches!(o.kind, Kind::Mig(_) | Kind::Whole(1))
+                && problem.pools[pi].resource(o.kind, false) == resource
+        })
+        .map_or(1, |o| o.processes)
+}
 
 /// A Kubernetes label value made of the pool name: `[A-Za-z0-9._-]`, alphanumeric ends.
 fn label_part(s: &str, max: usize) -> String {
@@ -359,12 +373,14 @@ fn model_plans(
             if *m != mi {
                 continue;
             }
+            let processes = group_processes(problem, mc, *pi, resource);
             gs.push(ReplicaGroup {
                 resource: resource.clone(),
                 per_replica: *per,
                 replicas: *replicas,
                 pool: problem.pools[*pi].name().to_owned(),
                 nodes: nodes.iter().cloned().collect(),
+                processes,
             });
             one_per_replica += replicas * per;
         }
@@ -517,6 +533,9 @@ fn reasons(problem: &Problem<'_>, a: &Assignment, mi: usize, fig: &Figures) -> V
             if let Some(r) = o.rps {
                 covered += r * f64::from(n);
                 s.push_str(&format!(", {r:.1} requests/s each"));
+                if o.processes > 1 {
+                    s.push_str(&format!(" as {} MPS processes on one DRA claim", o.processes));
+                }
             }
             if let Some(why) = &o.measured {
                 s.push_str(&format!(" ({why})"));

@@ -208,6 +208,14 @@ pub struct ReplicaGroup {
     pub pool: String,
     /// Nodes that host this group's replicas, sorted.
     pub nodes: Vec<String>,
+    /// MPS processes (pods) each replica runs on its device, sharing it through one DRA claim:
+    /// measured-point MPS (`plan::rules::measured_mps`); 1 (not written) otherwise.
+    #[serde(skip_serializing_if = "one_process")]
+    pub processes: u32,
+}
+
+fn one_process(n: &u32) -> bool {
+    *n == 1
 }
 
 /// How good the plan is, and what it is compared with.

@@ -17,7 +17,7 @@ use crate::plan::latency::Refusal;
 use crate::plan::layouts::{self, Layout, ProfileInfo};
 use crate::plan::rules::{self, AloneSlo};
 use crate::spec::capacity::Capacity;
-use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Policy, Pool, Spec, Spread};
+use crate::spec::{Demand, Isolation, Keyword, MigStrategy, Model, Policy, Pool, RateDemand, Spec, Spread};
 
 /// How one replica is served, within one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,6 +43,9 @@ pub(crate) struct Opt {
     pub kind: Kind,
     /// Requests per second one replica sustains here (rate demand only).
     pub rps: Option<f64>,
+    /// Processes of the model one replica runs on its device: 1, or `k` MPS processes of a
+    /// point measured with `k` ([`rules::measured_mps`], DRA only; `rps` is then their sum).
+    pub processes: u32,
     /// Predicted p99 latency, when the model gives a latency baseline.
     pub p99_ms: Option<f64>,
     /// Why the SLO of a replica alone on its device is unverified (the latency model refuses
@@ -280,11 +283,10 @@ fn pool_ctx<'a>(spec: &Spec, p: &'a Pool, gpu: &'a GpuModel, priced: bool, min_c
     // Only the `mixed` strategy exposes MIG devices of several profiles next to whole GPUs;
     // under `none` the device plugin ignores MIG, and `single` needs one profile per node
     // (not planned yet), so both plan whole and time-sliced GPUs only.
-    let profiles = if spec.cluster.mig_strategy == MigStrategy::Mixed && p.sharing.mig {
-        usable_profiles(gpu)
-    } else {
-        Vec::new()
-    };
+    // On the DRA backend the device plugin's strategy does not apply (the driver publishes
+    // every static MIG device): MIG is planned wherever the pool allows it.
+    let mig_exposed = spec.cluster.mig_strategy == MigStrategy::Mixed || p.dra.is_some();
+    let profiles = if mig_exposed && p.sharing.mig { usable_profiles(gpu) } else { Vec::new() };
     let every = layouts::all(gpu, &profiles);
     let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
     let mut layouts = layouts::maximal_of(every);
@@ -478,6 +480,7 @@ impl Sink<'_> {
             pool: self.pi,
             kind,
             rps: None,
+            processes: 1,
             p99_ms,
             unverified: None,
             measured: None,
@@ -525,6 +528,7 @@ impl Sink<'_> {
             pool: self.pi,
             kind,
             rps: None,
+            processes: 1,
             p99_ms,
             unverified,
             measured: None,
@@ -587,7 +591,7 @@ fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut
             );
             return;
         }
-        rate_options(pool, m, rate, gpu_mib, policy.memory_headroom, out);
+        rate_options(pool, m, rate, policy, out);
         return;
     }
     // The baseline on this pool's GPU type (scaled when measured on another one).
@@ -871,49 +875,50 @@ fn mps_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
 
 /// Options of a rate-demand model: only devices with an admissible measured point. A point is
 /// admissible when it was measured with one process (the device plugin cannot run MPS on MIG)
-/// and, with an SLO, when its latency is below `admission_factor × slo`
-/// ([`crate::spec::RateDemand::admits`]). Per device the capacity is
-/// [`crate::spec::RateDemand::capacity`]: a measured sweep interpolated up to the limit, never
-/// beyond its last point; a single point for its own rate. Time-slicing is never used for rate models: a measurement of one
-/// process alone says nothing about throughput under sharing.
-fn rate_options(
-    pool: &PoolCtx<'_>,
-    m: &Model,
-    rate: &crate::spec::RateDemand,
-    gpu_mib: f64,
-    headroom: f64,
-    out: &mut Sink<'_>,
-) {
-    let full = pool.gpu.mig.as_ref().and_then(|g| {
-        g.profiles
-            .iter()
-            .find(|p| p.compute_slices >= g.compute_slices && p.memory_slices >= g.memory_slices)
-            .map(|p| p.name.clone())
-    });
+/// or, under measured-point MPS ([`rules::measured_mps`]: a `dra` pool allowing `mps`), with up
+/// to `policy.maxTimeSlicingReplicas` processes each within its pinned share of the device
+/// memory ([`rules::mps_process_fits`]). Per device and process count the capacity is
+/// [`crate::spec::RateDemand::capacity_with`]: a measured sweep interpolated up to
+/// `admission_factor × slo`, never beyond its last point; a single point for its own rate. The
+/// device's best capacity over its processes together wins. A point on the MIG profile
+/// spanning the GPU is a whole-GPU option ([`point_kind`]). Time-slicing is never used for rate
+/// models: a measurement of one process alone says nothing about throughput under sharing.
+fn rate_options(pool: &PoolCtx<'_>, m: &Model, rate: &RateDemand, policy: &Policy, out: &mut Sink<'_>) {
+    let gpu_mib = rules::usable_mib(pool.gpu.memory_mib, policy.memory_headroom);
+    let max_processes = rules::measured_mps_max(pool.spec, m, policy);
+    let mem = m.memory_mib as f64;
     let saw_point = rate.points.iter().any(|p| p.gpu == pool.gpu.id);
-    // Per device the capacity of [`crate::spec::RateDemand::capacity`]; a whole-GPU-profile
-    // measurement is a lower bound for the whole GPU with MIG off (so the full profile's points
-    // are never a MIG option of their own).
-    let mut best: BTreeMap<Kind, (Capacity, String)> = BTreeMap::new();
-    let mig = pool
-        .profiles
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| full.as_deref() != Some(p.name.as_str()))
-        .map(|(q, p)| (Kind::Mig(q), p.name.clone()))
-        .collect::<Vec<_>>();
-    let whole = [Some(WHOLE.to_owned()), full].into_iter().flatten().map(|name| (Kind::Whole(1), name));
-    for (kind, profile) in whole.chain(mig) {
-        let Some(c) = rate.capacity(&pool.gpu.id, &profile) else { continue };
-        if best.get(&kind).is_none_or(|(b, _)| c.rps > b.rps) {
-            best.insert(kind, (c, profile));
+    // `whole` first, so that a tie keeps the whole GPU's own points.
+    let mut names: Vec<&str> =
+        rate.points.iter().filter(|p| p.gpu == pool.gpu.id).map(|p| p.profile.as_str()).collect();
+    names.sort_by_key(|&n| (n != WHOLE, n));
+    names.dedup();
+    let mut best: BTreeMap<Kind, (Capacity, u32, String)> = BTreeMap::new();
+    for name in names {
+        let Some(kind) = point_kind(pool, name) else { continue };
+        let (cap, ..) = rate_device(pool, kind, gpu_mib, policy.memory_headroom);
+        for k in 1..=max_processes {
+            if k > 1 && !rules::mps_process_fits(mem, cap, k) {
+                continue;
+            }
+            let Some(c) = rate.capacity_with(&pool.gpu.id, name, k) else { continue };
+            let total = c.rps * f64::from(k);
+            if best.get(&kind).is_none_or(|(b, bk, _)| total > b.rps * f64::from(*bk)) {
+                best.insert(kind, (c, k, name.to_owned()));
+            }
         }
     }
     if best.is_empty() {
         let text = if saw_point {
             format!(
-                "no measured point on `{}` is admissible (one process, latency below {:.2} × SLO)",
-                pool.gpu.id, rate.admission_factor
+                "no measured point on `{}` is admissible ({}, latency below {:.2} × SLO)",
+                pool.gpu.id,
+                if max_processes > 1 {
+                    format!("up to {max_processes} MPS processes within their memory share")
+                } else {
+                    "one process".to_owned()
+                },
+                rate.admission_factor
             )
         } else {
             format!("no measured point on `{}`", pool.gpu.id)
@@ -921,16 +926,9 @@ fn rate_options(
         out.reject(Reason::Measurement, text);
         return;
     }
-    let mem = m.memory_mib as f64;
-    for (kind, (capacity, profile)) in best {
-        let rps = capacity.rps;
-        let (cap, size, label) = match kind {
-            Kind::Mig(q) => {
-                let Some(p) = pool.profiles.get(q) else { continue };
-                (rules::usable_mib(p.memory_mib, headroom), mig_shares(pool, p), p.name.clone())
-            }
-            _ => (gpu_mib, (1.0, 1.0), "whole".to_owned()),
-        };
+    for (kind, (capacity, processes, profile)) in best {
+        let rps = capacity.rps * f64::from(processes);
+        let (cap, size, label) = rate_device(pool, kind, gpu_mib, policy.memory_headroom);
         if (m.isolation == Isolation::Dedicated || m.gpus.is_some()) && matches!(kind, Kind::Mig(_)) {
             out.reject(
                 Reason::Isolation,
@@ -949,12 +947,33 @@ fn rate_options(
             pool: out.pi,
             kind,
             rps: Some(rps),
+            processes,
             p99_ms: None,
             unverified: None,
             measured: capacity.sweep_reason(&pool.gpu.id, &profile),
             size: size.0,
             bound_share: size.1,
         });
+    }
+}
+
+/// The device a measured point's profile names on `pool`: a whole GPU
+/// ([`rules::whole_gpu_point`]), else the pool's usable profile of that name.
+fn point_kind(pool: &PoolCtx<'_>, profile: &str) -> Option<Kind> {
+    if rules::whole_gpu_point(pool.gpu, profile) {
+        Some(Kind::Whole(1))
+    } else {
+        pool.profiles.iter().position(|p| p.name == profile).map(Kind::Mig)
+    }
+}
+
+/// A rate option's device: its usable memory, its (ordering, bound) shares and its name.
+fn rate_device(pool: &PoolCtx<'_>, kind: Kind, gpu_mib: f64, headroom: f64) -> (f64, (f64, f64), String) {
+    match kind {
+        Kind::Mig(q) => pool.profiles.get(q).map_or((0.0, (1.0, 1.0), String::new()), |p| {
+            (rules::usable_mib(p.memory_mib, headroom), mig_shares(pool, p), p.name.clone())
+        }),
+        _ => (gpu_mib, (1.0, 1.0), "whole".to_owned()),
     }
 }
 

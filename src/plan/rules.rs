@@ -8,7 +8,7 @@
 
 use crate::catalog::GpuModel;
 use crate::plan::latency::{self, Refusal};
-use crate::spec::Latency;
+use crate::spec::{Isolation, Latency, Model, Policy, Pool};
 
 /// Slack for comparisons of shares computed in floating point.
 const EPS: f64 = 1e-9;
@@ -246,6 +246,63 @@ pub fn mps_tenants_fit(tenants: &[SharedTenant], k: u32, efficiency: f64, capaci
             let others = largest_others(&computes, i, k);
             mps_p99_ms(baseline, capacity, t.compute, &others, k).is_ok_and(|p| p <= slo)
         })
+}
+
+/// Whether a measured point's `profile` stands for a whole GPU of `gpu` with MIG off: `whole`,
+/// or the MIG profile that spans the whole GPU (its measurement is a lower bound for the GPU
+/// with MIG off, which has more SMs). The planner, the bounds and the verifier read points so.
+pub fn whole_gpu_point(gpu: &GpuModel, profile: &str) -> bool {
+    profile == "whole"
+        || gpu.mig.as_ref().is_some_and(|g| {
+            g.profiles.iter().any(|p| {
+                p.name == profile
+                    && p.compute_slices >= g.compute_slices
+                    && p.memory_slices >= g.memory_slices
+            })
+        })
+}
+
+/// Measured-point MPS (ParvaGPU's formulation, made deployable through DRA): whether a replica
+/// of rate model `m` on `pool` may be `k` MPS processes of the model inside one device (a MIG
+/// instance through the driver's `MigDeviceConfig`, a whole GPU through `GpuConfig`, both
+/// `sharing.strategy: MPS`), its throughput `k × rps` of a point measured with `k` processes.
+/// Only on the DRA backend (the device plugin refuses MPS on MIG devices and pins no claim to a
+/// device), where the pool lists `mps` in `sharing`, and for `shared` models with `allowMps`
+/// (one process's fatal error takes the device's other processes down).
+pub fn measured_mps(pool: &Pool, m: &Model) -> bool {
+    pool.dra.is_some() && pool.sharing.mps && m.allow_mps && m.isolation == Isolation::Shared
+}
+
+/// The most processes a measured point of `m` on `pool` may have to be admitted there:
+/// `policy.maxTimeSlicingReplicas` (the limit of every sharing mode) under [`measured_mps`],
+/// else 1 (a point measured with several processes says nothing about one replica alone).
+pub fn measured_mps_max(pool: &Pool, m: &Model, policy: &Policy) -> u32 {
+    if measured_mps(pool, m) { policy.max_time_slicing_replicas.max(1) } else { 1 }
+}
+
+/// Whether one of `processes` MPS processes of a model needing `memory_mib` fits a device of
+/// `usable_mib` ([`usable_mib`]): each process gets [`slot_mib`], as gpuplan pins it
+/// ([`mps_pinned_mib`]). One process fits when the model fits the device.
+pub fn mps_process_fits(memory_mib: f64, usable_mib: f64, processes: u32) -> bool {
+    memory_mib <= slot_mib(usable_mib, processes) + EPS
+}
+
+/// The device memory gpuplan pins for each of `k` MPS clients of a device of `mib` NVML MiB:
+/// `⌊mib / k⌋` MiB, written as the claim's `mpsConfig.defaultPinnedDeviceMemoryLimit`. NVIDIA's
+/// DRA driver applies it as the MPS control daemon's default for every client process of the
+/// claim's device (`set_default_device_pinned_mem_limit <uuid> <N>M`,
+/// `cmd/gpu-kubelet-plugin/sharing.go`, `MpsControlDaemon.Start`); unset, a client may take the
+/// whole device. The device plugin's MPS pins the same `total ÷ replicas`.
+pub fn mps_pinned_mib(mib: u64, k: u32) -> u64 {
+    mib / u64::from(k.max(1))
+}
+
+/// The `defaultActiveThreadPercentage` of a claim whose device the planner shares among `k` MPS
+/// clients it sized by compute ([`mps_thread_cap`]: `⌊100/k⌋`); the driver sets it as the
+/// daemon's `set_default_active_thread_percentage`, per client process. Measured-point MPS sets
+/// none (`None`: 100%, MPS's default), since its throughput was measured without a cap.
+pub fn mps_thread_percentage(k: u32, measured: bool) -> Option<u32> {
+    (!measured).then(|| 100 / k.max(1))
 }
 
 /// The `k − 1` largest computes other than the `i`-th: the co-tenants a tenant of a shared

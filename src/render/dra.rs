@@ -23,8 +23,13 @@
 //! identity (node, GPU index, profile, placement): claim specs are immutable, so a new pin is a
 //! new object, never an update.
 //!
-//! Not covered (docs/dra.md): MPS sharing, ConsumableShares, DynamicMIG (placements are not
-//! visible to CEL there), autoscaled pools (refused by the spec stage).
+//! Shared devices are time-sliced (`TimeSlicing`) or shared by MPS (`MPS`, [`MpsShare`]: the
+//! planner's whole-GPU MPS clients, or a rate model's `k` measured MPS processes on one device,
+//! `ReplicaGroup::processes`), one claim per device either way.
+//!
+//! Not covered (docs/dra.md): ConsumableShares, DynamicMIG (placements are not visible to CEL
+//! there), MPS shared by several models inside a MIG instance, autoscaled pools (refused by the
+//! spec stage).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -37,7 +42,7 @@ use super::workloads::Unit;
 use super::{internal, join_documents, to_yaml};
 use crate::catalog::Catalog;
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::plan::{GpuMode, ModelPlan, NodePlan, Plan};
+use crate::plan::{GpuMode, ModelPlan, NodePlan, Plan, rules};
 use crate::spec::Spec;
 
 /// The driver's name, its attribute domain and the `driver` of its opaque parameters.
@@ -62,6 +67,20 @@ pub const DRIVER_VALUES: &str = "dra/driver-values.yaml";
 pub const EXPECTED_SLICES: &str = "dra/resource-slices.json";
 /// The driver's feature gate for `sharing.strategy: TimeSlicing` (alpha, off by default).
 pub const TIME_SLICING_GATE: &str = "TimeSlicingSettings";
+/// The driver's feature gate for `sharing.strategy: MPS` (alpha, off by default).
+pub const MPS_GATE: &str = "MPSSupport";
+
+/// How the clients of a device shared by MPS are limited, as the claim's `mpsConfig` sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpsShare {
+    /// Client processes (pods) on the device.
+    pub clients: u32,
+    /// `defaultPinnedDeviceMemoryLimit` of each client, in MiB ([`rules::mps_pinned_mib`]).
+    pub pinned_mib: u64,
+    /// `defaultActiveThreadPercentage` of each client, when gpuplan caps it
+    /// ([`rules::mps_thread_percentage`]).
+    pub thread_percentage: Option<u32>,
+}
 
 /// A MIG instance as the driver publishes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,8 +109,11 @@ pub struct Device {
     pub mig: Option<MigDevice>,
     /// The models the plan puts on this device, one entry per replica (sorted).
     pub tenants: Vec<String>,
-    /// Time-sliced: its tenants share it through one ResourceClaim.
+    /// Shared (time-sliced, or by MPS): its tenants share it through one ResourceClaim.
     pub shared: bool,
+    /// Shared by MPS (`sharing.strategy: MPS`), with its clients' limits; `None`: time-sliced
+    /// when shared.
+    pub mps: Option<MpsShare>,
     /// The extended resource the device plugin would advertise for it (`nvidia.com/gpu.shared`,
     /// `nvidia.com/mig-3g.40gb`): kept as the Deployment's `gpuplan.io/resource` annotation.
     pub resource: String,
@@ -170,25 +192,33 @@ pub fn devices(spec: &Spec, catalog: Option<&Catalog>, plan: &Plan) -> Vec<Devic
                     mig: None,
                     tenants: Vec::new(),
                     shared: false,
+                    mps: None,
                     resource: resource(GPU_RESOURCE),
                 };
                 let GpuMode::Mig { instances } = &g.mode else {
-                    let mut tenants: Vec<String> = g.tenants.iter().map(|t| t.model.clone()).collect();
-                    tenants.sort();
+                    let tenants: Vec<String> = g.tenants.iter().map(|t| t.model.clone()).collect();
                     let shared = matches!(g.mode, GpuMode::TimeSliced { .. });
-                    out.push(Device { tenants, shared, ..base });
+                    let mps = match g.mode {
+                        GpuMode::Mps { replicas } => Some(MpsShare {
+                            clients: replicas,
+                            pinned_mib: rules::mps_pinned_mib(base.memory_mib, replicas),
+                            thread_percentage: rules::mps_thread_percentage(replicas, false),
+                        }),
+                        _ => None,
+                    };
+                    let d = Device { tenants, shared: shared || mps.is_some(), mps, ..base };
+                    out.push(with_processes(plan, d, GPU_RESOURCE));
                     continue;
                 };
                 for i in instances {
                     let profile = gpu.and_then(|g| g.profile(&i.profile));
-                    let mut tenants: Vec<String> = g
+                    let tenants: Vec<String> = g
                         .tenants
                         .iter()
                         .filter(|t| t.instance_start == Some(i.start))
                         .map(|t| t.model.clone())
                         .collect();
-                    tenants.sort();
-                    out.push(Device {
+                    let d = Device {
                         memory_mib: profile.map_or(0, |p| p.memory_mib),
                         mig: Some(MigDevice {
                             profile: i.profile.clone(),
@@ -202,12 +232,41 @@ pub fn devices(spec: &Spec, catalog: Option<&Catalog>, plan: &Plan) -> Vec<Devic
                         shared: shared_profiles.contains(&mig_resource(&i.profile)),
                         resource: resource(&mig_resource(&i.profile)),
                         ..base.clone()
-                    });
+                    };
+                    out.push(with_processes(plan, d, &mig_resource(&i.profile)));
                 }
             }
         }
     }
     out
+}
+
+/// A device with its tenants sorted; a lone tenant whose replica group runs `k > 1` MPS
+/// processes per device (measured-point MPS, [`rules::measured_mps`]) becomes `k` tenants, one
+/// per pod, sharing the device through one claim with MPS (memory pinned per client, no
+/// thread cap: the point's throughput was measured without one). `base` is the device's
+/// resource as the planner names it (`nvidia.com/gpu`, `nvidia.com/mig-3g.40gb`).
+fn with_processes(plan: &Plan, mut d: Device, base: &str) -> Device {
+    d.tenants.sort();
+    let [model] = d.tenants.as_slice() else { return d };
+    let k = plan
+        .models
+        .iter()
+        .filter(|m| m.name == *model)
+        .flat_map(|m| &m.groups)
+        .find(|g| g.pool == d.pool && g.resource == base && g.per_replica == 1)
+        .map_or(1, |g| g.processes);
+    if k > 1 && !d.shared {
+        let mib = d.mig.as_ref().map_or(d.memory_mib, |m| m.memory_mib);
+        d.tenants = vec![model.clone(); k as usize];
+        d.shared = true;
+        d.mps = Some(MpsShare {
+            clients: k,
+            pinned_mib: rules::mps_pinned_mib(mib, k),
+            thread_percentage: rules::mps_thread_percentage(k, true),
+        });
+    }
+    d
 }
 
 /// The MIG resources the node's device-plugin config time-slices (`nvidia.com/mig-1g.10gb`).
@@ -347,17 +406,30 @@ fn request_names(devices: &[Device]) -> Vec<String> {
     }
 }
 
-/// The opaque sharing config of a shared device (driver gate `TimeSlicingSettings`).
+/// The opaque sharing config of a shared device: MPS (driver gate `MPSSupport`) with its
+/// clients' limits, or time-slicing (gate `TimeSlicingSettings`).
 fn sharing_config(d: &Device, request: &str) -> Value {
-    let parameters = match d.mig {
-        None => json!({
+    let kind = if d.mig.is_some() { "MigDeviceConfig" } else { "GpuConfig" };
+    let parameters = match (&d.mig, d.mps) {
+        (_, Some(mps)) => {
+            let mut config = json!({"defaultPinnedDeviceMemoryLimit": format!("{}Mi", mps.pinned_mib)});
+            if let Some(pct) = mps.thread_percentage {
+                config["defaultActiveThreadPercentage"] = json!(pct);
+            }
+            json!({
+                "apiVersion": CONFIG_API_VERSION,
+                "kind": kind,
+                "sharing": {"strategy": "MPS", "mpsConfig": config},
+            })
+        }
+        (None, None) => json!({
             "apiVersion": CONFIG_API_VERSION,
             "kind": "GpuConfig",
             "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}},
         }),
-        Some(_) => json!({
+        (Some(_), None) => json!({
             "apiVersion": CONFIG_API_VERSION,
-            "kind": "MigDeviceConfig",
+            "kind": kind,
             "sharing": {"strategy": "TimeSlicing"},
         }),
     };
@@ -552,15 +624,26 @@ fn template_problem(name: &str, what: &str) -> Diagnostic {
     .with_help("keep `spec.template.spec.containers` in the Deployment template")
 }
 
+/// The driver's feature gates the claims on these devices need: `TimeSlicingSettings` for a
+/// time-sliced device, `MPSSupport` for one shared by MPS (both alpha, off by default; the
+/// driver's admission webhook refuses a claim whose strategy's gate is off, `validate.go`).
+pub fn gates(devices: &[Device]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if devices.iter().any(|d| d.shared && d.mps.is_none() && !d.tenants.is_empty()) {
+        out.push(TIME_SLICING_GATE);
+    }
+    if devices.iter().any(|d| d.mps.is_some() && !d.tenants.is_empty()) {
+        out.push(MPS_GATE);
+    }
+    out
+}
+
 /// Helm values for NVIDIA's `dra-driver-nvidia-gpu` chart: GPUs on (the chart refuses them
 /// unless told the device plugin is off on those nodes: gpuplan labels them so), compute domains
 /// off, the kubelet plugin only on gpuplan's DRA nodes, and the feature gates the claims need.
 pub fn driver_values(spec: &Spec, catalog: &Catalog, plan: &Plan) -> Result<String, Diagnostic> {
-    let gates: BTreeMap<&str, bool> = if devices(spec, Some(catalog), plan).iter().any(|d| d.shared) {
-        BTreeMap::from([(TIME_SLICING_GATE, true)])
-    } else {
-        BTreeMap::new()
-    };
+    let gates: BTreeMap<&str, bool> =
+        gates(&devices(spec, Some(catalog), plan)).into_iter().map(|g| (g, true)).collect();
     let values = json!({
         "gpuResourcesEnabledOverride": true,
         "resources": {"gpus": {"enabled": true}, "computeDomains": {"enabled": false}},
@@ -661,12 +744,37 @@ pub fn plan_md(spec: &Spec, catalog: &Catalog, plan: &Plan) -> String {
         devices.len()
     );
     md.push_str("- Kubernetes: 1.34 or later (DRA is GA; no Kubernetes feature gate is needed)\n");
-    if shared > 0 {
+    for gate in gates(&devices) {
+        let strategy = if gate == MPS_GATE { "MPS" } else { "TimeSlicing" };
         let _ = writeln!(
             md,
-            "- driver feature gate `{TIME_SLICING_GATE}` (alpha, off by default): the shared claims carry \
-             `sharing.strategy: TimeSlicing`; it is on in `{DRIVER_VALUES}`"
+            "- driver feature gate `{gate}` (alpha, off by default): the shared claims carry \
+             `sharing.strategy: {strategy}`; it is on in `{DRIVER_VALUES}`"
         );
+    }
+    let mps: Vec<&Device> = devices.iter().filter(|d| d.mps.is_some() && !d.tenants.is_empty()).collect();
+    if !mps.is_empty() {
+        let _ = writeln!(
+            md,
+            "- MPS: {} device(s), each client pinned to its share of the device memory:",
+            mps.len()
+        );
+        for d in mps {
+            let Some(share) = d.mps else { continue };
+            let what = d
+                .mig
+                .as_ref()
+                .map_or_else(|| "whole GPU".to_owned(), |m| format!("`{}` at slice {}", m.profile, m.start));
+            let threads = share.thread_percentage.map_or_else(
+                || "no thread cap (measured without one)".to_owned(),
+                |p| format!("{p}% of the threads"),
+            );
+            let _ = writeln!(
+                md,
+                "  - `{}` GPU {} {what}: {} × `{}`, {} MiB pinned and {threads} each",
+                d.node, d.gpu, share.clients, d.tenants[0], share.pinned_mib
+            );
+        }
     }
     let drain: Vec<&NodePlan> = plan
         .pools

@@ -74,9 +74,16 @@ impl RateDemand {
     /// profile name), by the module's rule; `None` when no one-process point there meets the
     /// limit.
     pub fn capacity(&self, gpu_id: &str, profile: &str) -> Option<Capacity> {
+        self.capacity_with(gpu_id, profile, 1)
+    }
+
+    /// [`RateDemand::capacity`] of the points measured with `processes` MPS processes on the
+    /// device (measured-point MPS through DRA, `plan::rules::measured_mps`): the capacity of one
+    /// process, by the same rule; the device sustains `processes ×` that.
+    pub fn capacity_with(&self, gpu_id: &str, profile: &str, processes: u32) -> Option<Capacity> {
         let limit_ms = self.slo_ms.map(|slo| self.admission_factor * slo);
         let mut batches: Vec<u32> =
-            self.points.iter().filter(|p| on_device(p, gpu_id, profile)).map(|p| p.batch_size).collect();
+            self.points.iter().filter(|p| on_device(p, gpu_id, profile, processes)).map(|p| p.batch_size).collect();
         batches.sort_unstable();
         batches.dedup();
         let mut best: Option<Capacity> = None;
@@ -84,7 +91,7 @@ impl RateDemand {
             let mut sweep: Vec<(f64, f64)> = self
                 .points
                 .iter()
-                .filter(|p| on_device(p, gpu_id, profile) && p.batch_size == batch_size)
+                .filter(|p| on_device(p, gpu_id, profile, processes) && p.batch_size == batch_size)
                 .map(|p| (p.rps, p.latency_ms))
                 .collect();
             sweep.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
@@ -104,9 +111,9 @@ impl RateDemand {
     }
 }
 
-/// A one-process point with a usable rate, measured on this device.
-fn on_device(p: &MeasuredPoint, gpu_id: &str, profile: &str) -> bool {
-    p.gpu == gpu_id && p.profile == profile && p.processes == 1 && p.rps.is_finite() && p.rps > 0.0
+/// A point with a usable rate, measured on this device with `processes` processes.
+fn on_device(p: &MeasuredPoint, gpu_id: &str, profile: &str, processes: u32) -> bool {
+    p.gpu == gpu_id && p.profile == profile && p.processes == processes && p.rps.is_finite() && p.rps > 0.0
 }
 
 /// The sweep's basis (points sorted by rate): `None` when its lowest rate misses the limit.

@@ -261,8 +261,16 @@ impl RateDemand {
     /// MIG), with a positive finite throughput, and, when there is an SLO, with
     /// `latency_ms < admission_factor × slo_ms`.
     pub fn admits(&self, point: &MeasuredPoint, gpu_id: &str) -> bool {
+        self.admits_processes(point, gpu_id, 1)
+    }
+
+    /// [`RateDemand::admits`] on a device whose replica may be up to `max_processes` MPS
+    /// processes of the model (a `dra` pool allowing `mps`: `plan::rules::measured_mps_max`):
+    /// points measured with that many processes or fewer count too.
+    pub fn admits_processes(&self, point: &MeasuredPoint, gpu_id: &str, max_processes: u32) -> bool {
         point.gpu == gpu_id
-            && point.processes == 1
+            && point.processes >= 1
+            && point.processes <= max_processes.max(1)
             && point.rps.is_finite()
             && point.rps > 0.0
             && latency_admitted(point.latency_ms, self.slo_ms, self.admission_factor)

@@ -213,6 +213,7 @@ mod tests {
                         replicas: *replicas,
                         pool: pool.name.clone(),
                         nodes: nodes.iter().cloned().collect(),
+                        processes: 1,
                     })
                     .collect(),
                 reasons: Vec::new(),

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Checker, EPS, Kind, Placed};
 use crate::catalog::MigProfile;
 use crate::measurements::WHOLE;
-use crate::plan::{GpuMode, GpuPlan, ModelPlan, NodePlan};
+use crate::plan::{GpuMode, GpuPlan, ModelPlan, NodePlan, ReplicaGroup, rules};
 use crate::spec::{Demand, Model, RateDemand, Spread};
 
 /// A model's tenants counted by where they sit (a tenant is one GPU of a replica).
@@ -178,7 +178,7 @@ impl<'a> Checker<'a> {
             let rps = if shared.contains(&(group.pool.as_str(), group.resource.as_str())) {
                 None
             } else {
-                self.group_rps(m, &group.pool, &group.resource)
+                self.group_rps(m, group)
             };
             match rps {
                 Some(rps) => covered += rps * f64::from(group.replicas),
@@ -186,8 +186,8 @@ impl<'a> Checker<'a> {
                     Kind::Rate,
                     at.clone(),
                     format!(
-                        "group `{}` in pool `{}` has no admissible measured point",
-                        group.resource, group.pool
+                        "group `{}` in pool `{}` has no admissible measured point with {} process(es) per device",
+                        group.resource, group.pool, group.processes
                     ),
                 ),
             }
@@ -324,21 +324,45 @@ impl<'a> Checker<'a> {
     }
 
     /// Requests/s one replica of a group sustains: the measured capacity
-    /// ([`crate::spec::RateDemand::capacity`]) for the pool's GPU and the resource's profile. Time-sliced groups have none.
-    fn group_rps(&self, m: &Model, pool: &str, resource: &str) -> Option<f64> {
+    /// ([`crate::spec::RateDemand::capacity_with`]) for the pool's GPU and the resource's
+    /// profile, measured with the group's processes per device (their rps together). A whole
+    /// GPU reads the points of `whole` and of the MIG profile spanning the GPU
+    /// ([`rules::whole_gpu_point`]). Several processes need measured-point MPS on the pool
+    /// ([`rules::measured_mps`]), at most `policy.maxTimeSlicingReplicas` of them, each within
+    /// its share of the device memory. Time-sliced groups have none.
+    fn group_rps(&self, m: &Model, group: &ReplicaGroup) -> Option<f64> {
         let Demand::Rate(rate) = &m.demand else { return None };
-        let gpu = self.pool_gpu(pool)?;
-        let profile = if resource == "nvidia.com/gpu" {
-            WHOLE.to_owned()
+        let pool = self.spec.pools.iter().find(|p| p.name == group.pool)?;
+        let gpu = self.pool_gpu(&group.pool)?;
+        let (profile, mib) = if group.resource == "nvidia.com/gpu" {
+            (WHOLE.to_owned(), gpu.memory_mib)
         } else {
-            gpu.mig
+            let p = gpu
+                .mig
                 .as_ref()?
                 .profiles
                 .iter()
-                .find(|p: &&MigProfile| p.resource_name() == resource)?
-                .name
-                .clone()
+                .find(|p: &&MigProfile| p.resource_name() == group.resource)?;
+            (p.name.clone(), p.memory_mib)
         };
-        rate.capacity(&gpu.id, &profile).map(|c| c.rps)
+        let k = group.processes.max(1);
+        let usable = rules::usable_mib(mib, self.spec.policy.memory_headroom);
+        if k > rules::measured_mps_max(pool, m, &self.spec.policy)
+            || (k > 1 && !rules::mps_process_fits(m.memory_mib as f64, usable, k))
+        {
+            return None;
+        }
+        let whole = profile == WHOLE;
+        let names: BTreeSet<&str> = rate
+            .points
+            .iter()
+            .map(|p| p.profile.as_str())
+            .filter(|&n| if whole { rules::whole_gpu_point(gpu, n) } else { n == profile })
+            .collect();
+        names
+            .into_iter()
+            .filter_map(|n| rate.capacity_with(&gpu.id, n, k))
+            .map(|c| c.rps * f64::from(k))
+            .max_by(f64::total_cmp)
     }
 }

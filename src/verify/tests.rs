@@ -24,6 +24,7 @@ fn group(resource: &str, replicas: u32, nodes: &[&str]) -> ReplicaGroup {
         replicas,
         pool: "a100".to_owned(),
         nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        processes: 1,
     }
 }
 
@@ -338,6 +339,45 @@ fn checks_rate_coverage_with_admissible_points_only() {
     model_mut(&mut spec, "parakeet-asr").demand = rate(82.5);
     assert_eq!(check(&spec, &catalog, &plan), Vec::new());
     model_mut(&mut spec, "parakeet-asr").demand = rate(83.0);
+    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Rate]));
+}
+
+#[test]
+fn accepts_mps_processes_of_a_measured_point_only_on_a_dra_pool_allowing_mps() {
+    let (mut spec, catalog, mut plan) = voice();
+    let point = |processes, rps| MeasuredPoint {
+        gpu: A100.to_owned(),
+        profile: "2g.20gb".to_owned(),
+        batch_size: 1,
+        processes,
+        rps,
+        latency_ms: 10.0,
+    };
+    // One process serves 60 rps; three MPS processes 3 × 30 = 90 rps on the instance.
+    let demand = Demand::Rate(RateDemand {
+        rps: 90.0,
+        slo_ms: Some(100.0),
+        admission_factor: 0.45,
+        min_replicas: 1,
+        points: vec![point(1, 60.0), point(3, 30.0)],
+    });
+    let m = model_mut(&mut spec, "parakeet-asr");
+    m.demand = demand;
+    m.isolation = crate::spec::Isolation::Shared;
+    m.memory_mib = 6 * 1024;
+    plan.models[2].groups[0].processes = 3;
+    // On the device plugin a 3-process point is not admissible: nothing is covered.
+    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Rate]));
+    spec.pools[0].dra = Some(crate::spec::DraPool::default());
+    spec.pools[0].sharing.mps = true;
+    assert_eq!(check(&spec, &catalog, &plan), Vec::new());
+    // Each of 3 processes gets a third of the 2g.20gb instance's memory: 7 GiB does not fit.
+    model_mut(&mut spec, "parakeet-asr").memory_mib = 7 * 1024;
+    assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Rate]));
+    // `allowMps: false` keeps the model off MPS.
+    let m = model_mut(&mut spec, "parakeet-asr");
+    m.memory_mib = 6 * 1024;
+    m.allow_mps = false;
     assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Rate]));
 }
 

@@ -47,9 +47,26 @@ fn class_selector(class: &str) -> &'static str {
 struct PlannedDevice {
     node: String,
     label: String,
-    /// The models the plan puts on it, one per replica.
+    /// The models the plan puts on it, one per pod: a replica group with `processes: k` (MPS
+    /// processes of a measured point) runs k pods per device.
     tenants: Vec<String>,
+    /// NVML memory of the device, MiB.
+    memory_mib: u64,
     cel: Value,
+}
+
+/// The MPS processes per device of `model`'s replica group on `pool` and `resource` in
+/// `plan.json` (1 when absent).
+fn processes(plan: &Value, model: &str, pool: &str, resource: &str) -> usize {
+    plan["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["name"] == model)
+        .flat_map(|m| m["groups"].as_array().into_iter().flatten())
+        .find(|g| g["pool"] == pool && g["resource"] == resource)
+        .and_then(|g| g["processes"].as_u64())
+        .map_or(1, |k| k as usize)
 }
 
 /// The devices the driver publishes for the plan's DRA GPUs, built from `plan.json` (not from
@@ -62,14 +79,20 @@ fn planned_devices(plan: &Value, catalog: &Catalog) -> Vec<PlannedDevice> {
             let node_name = node["name"].as_str().expect("node").to_owned();
             for g in node["gpus"].as_array().into_iter().flatten() {
                 let Some(uuid) = g["uuid"].as_str() else { continue };
-                let tenants = |start: Option<u64>| -> Vec<String> {
-                    g["tenants"]
+                let pool_name = pool["name"].as_str().expect("pool");
+                let tenants = |start: Option<u64>, resource: &str| -> Vec<String> {
+                    let models: Vec<&str> = g["tenants"]
                         .as_array()
                         .into_iter()
                         .flatten()
                         .filter(|t| t["instanceStart"].as_u64() == start)
-                        .map(|t| t["model"].as_str().expect("model").to_owned())
-                        .collect()
+                        .map(|t| t["model"].as_str().expect("model"))
+                        .collect();
+                    let k = match models.as_slice() {
+                        [one] => processes(plan, one, pool_name, resource),
+                        _ => 1,
+                    };
+                    models.iter().flat_map(|m| std::iter::repeat_n((*m).to_owned(), k)).collect()
                 };
                 let attrs = |extra: Value| {
                     let mut a = json!({"productName": gpu.name, "brand": "Nvidia"});
@@ -92,7 +115,8 @@ fn planned_devices(plan: &Value, catalog: &Catalog) -> Vec<PlannedDevice> {
                         out.push(PlannedDevice {
                             node: node_name.clone(),
                             label: format!("{node_name} {uuid} {profile}@{start}"),
-                            tenants: tenants(Some(start)),
+                            tenants: tenants(Some(start), &format!("nvidia.com/mig-{profile}")),
+                            memory_mib: gpu.profile(profile).expect("profile").memory_mib,
                             cel: json!({"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": a}, "capacity": {"gpu.nvidia.com": capacity}}),
                         });
                     }
@@ -101,7 +125,8 @@ fn planned_devices(plan: &Value, catalog: &Catalog) -> Vec<PlannedDevice> {
                     out.push(PlannedDevice {
                         node: node_name.clone(),
                         label: format!("{node_name} {uuid}"),
-                        tenants: tenants(None),
+                        tenants: tenants(None, "nvidia.com/gpu"),
+                        memory_mib: gpu.memory_mib,
                         cel: json!({"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": a}, "capacity": {"gpu.nvidia.com": {"memory": 1}}}),
                     });
                 }
@@ -186,10 +211,7 @@ fn check_claims(name: &str, b: &Bundle, catalog: &Catalog) {
             assert_eq!(device.node, node, "{name}: `{model}`'s device is on its node");
             assert!(device.tenants.contains(&model), "{name}: {} is not planned for `{model}`", device.label);
             if shared {
-                assert!(
-                    spec["config"][0]["opaque"]["parameters"]["sharing"]["strategy"] == "TimeSlicing",
-                    "{name}"
-                );
+                check_sharing(name, &spec["config"][0]["opaque"]["parameters"], device);
                 shared_models
                     .entry(device.label.clone())
                     .or_default()
@@ -215,11 +237,96 @@ fn check_claims(name: &str, b: &Bundle, catalog: &Catalog) {
     }
 }
 
+/// A shared claim's opaque config: time-slicing, or MPS whose clients' pinned memory together
+/// stays within the device (the driver pins `defaultPinnedDeviceMemoryLimit` per client) and
+/// whose thread percentage, when set, is one the driver's webhook accepts (0–100).
+fn check_sharing(name: &str, parameters: &Value, device: &PlannedDevice) {
+    let is_mig = device.cel["attributes"]["gpu.nvidia.com"]["type"] == "mig";
+    assert_eq!(parameters["kind"], if is_mig { "MigDeviceConfig" } else { "GpuConfig" }, "{name}");
+    match parameters["sharing"]["strategy"].as_str() {
+        Some("TimeSlicing") => {}
+        Some("MPS") => {
+            let mps = &parameters["sharing"]["mpsConfig"];
+            let pinned = mps["defaultPinnedDeviceMemoryLimit"].as_str().expect("pinned memory");
+            let mib: u64 = pinned.strip_suffix("Mi").and_then(|n| n.parse().ok()).expect("`<n>Mi`");
+            let clients = device.tenants.len() as u64;
+            assert!(
+                mib > 0 && mib * clients <= device.memory_mib,
+                "{name}: {clients} MPS clients of {} pinned {mib} MiB each",
+                device.label
+            );
+            if let Some(pct) = mps.get("defaultActiveThreadPercentage") {
+                assert!(pct.as_u64().is_some_and(|p| (1..=100).contains(&p)), "{name}: {pct}");
+            }
+        }
+        other => panic!("{name}: sharing strategy {other:?}"),
+    }
+}
+
 /// Example fixtures with DRA devices, and held-out random fleets moved onto DRA.
 fn dra_fixtures() -> Vec<Fixture> {
     let mut out: Vec<Fixture> = fx::examples().into_iter().filter(|f| uses_dra(&f.plan)).collect();
     assert!(out.len() >= 2, "expected at least two DRA examples");
     out.extend(held_out());
+    out.extend(parvagpu_mps());
+    out.push(mps_whole_gpus());
+    out
+}
+
+/// The MPS benchmark fixture (`tests/fixtures/mps/small-models.yaml`: small latency-bound models
+/// sharing L4s by MPS) with its pool on DRA: whole GPUs shared through one claim each with
+/// `GpuConfig` `sharing.strategy: MPS`, the thread cap and pinned memory per client set.
+fn mps_whole_gpus() -> Fixture {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("tests/fixtures/mps/small-models.yaml")).expect("fixture");
+    let uuids =
+        |n: u32| (0..4).map(|g| format!("GPU-5e1e{n:04x}-0000-4000-8000-{g:012x}")).collect::<Vec<_>>();
+    let current: String = (1..=2)
+        .map(|n| {
+            format!(
+                "\n        - {{ node: l4-{n}, gpus: [[], [], [], []], uuids: [{}] }}",
+                uuids(n).join(", ")
+            )
+        })
+        .collect();
+    let pool = "sharing: [mps, timeSlicing]";
+    assert!(text.contains(pool), "the fixture's pool allows MPS");
+    let text = text.replace(pool, &format!("{pool}\n      backend: dra\n      current:{current}"));
+    let mut sources = gpuplan::diagnostics::Sources::new();
+    let mut read = gpuplan::pipeline::no_measurement_files;
+    let compiled = gpuplan::pipeline::bundle_from_manifest(
+        &mut sources,
+        "small-models-dra.yaml",
+        &text,
+        &fx::catalog(),
+        &gpuplan::render::Templates::builtin(),
+        &mut read,
+    )
+    .unwrap_or_else(|f| panic!("the MPS fixture on DRA compiles: {f:?}"));
+    let plan = compiled.plan;
+    let mps = plan.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus);
+    assert!(
+        mps.clone().any(|g| matches!(g.mode, GpuMode::Mps { .. }) && g.uuid.is_some()),
+        "MPS on DRA GPUs"
+    );
+    Fixture { name: "mps-whole-gpus-dra".to_owned(), spec: compiled.spec, plan }
+}
+
+/// ParvaGPU's SLO1 and SLO2 in its MPS formulation through DRA (`bench::parvagpu::dra_spec`):
+/// MIG instances and whole GPUs running several MPS processes of one model on one claim.
+fn parvagpu_mps() -> Vec<Fixture> {
+    let dataset = crate::profiles::parvagpu_dataset(gpuplan::bench::parvagpu::ImportOptions::default());
+    let catalog = fx::catalog();
+    let mut out = Vec::new();
+    for name in ["SLO1", "SLO2"] {
+        let scenario = dataset.scenario(name).expect("scenario");
+        // One node of 8 GPUs is enough for SLO1 and SLO2 (ParvaGPU uses 2 and 3 GPUs).
+        let spec =
+            gpuplan::bench::parvagpu::dra_spec(&dataset.spec(scenario, &catalog).expect("spec"), &catalog, 1);
+        let plan = gpuplan::plan::plan(&spec, &catalog).expect("plans");
+        assert!(plan.models.iter().flat_map(|m| &m.groups).any(|g| g.processes > 1), "{name}: MPS used");
+        out.push(Fixture { name: format!("parvagpu-mps-{}", name.to_ascii_lowercase()), spec, plan });
+    }
     out
 }
 
@@ -413,5 +520,44 @@ fn device_plugin_plans_name_no_uuid() {
                 .flat_map(|n| &n.gpus)
                 .all(|g| g.uuid.is_none() || matches!(g.mode, GpuMode::Unused))
         );
+    }
+}
+
+#[test]
+fn a_backend_change_on_a_running_node_is_held_for_its_drain_both_ways() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dra =
+        std::fs::read_to_string(root.join("examples/voice-pipeline-dra/gpuplan.yaml")).expect("example");
+    assert!(dra.contains("\n  backend: dra\n"));
+    let plugin = dra.replace("\n  backend: dra\n", "\n  backend: devicePlugin\n");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (first, second) in [(&plugin, &dra), (&dra, &plugin)] {
+        let (a, b) = (dir.path().join("first.yaml"), dir.path().join("second.yaml"));
+        std::fs::write(&a, first).expect("written");
+        std::fs::write(&b, second).expect("written");
+        let out = dir.path().join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        let compile = |manifest: &Path| {
+            let run = crate::cli::gpuplan()
+                .arg("compile")
+                .arg(manifest)
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .expect("runs");
+            assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        };
+        compile(&a);
+        assert!(!out.join("nodes/drain/gpu-a100-1.yaml").exists(), "nothing to drain at first");
+        // Same layouts and configs, the other backend: the node runs pods, so it is drained
+        // first and its label patch (device plugin off or on) waits under `nodes/drain/`.
+        compile(&b);
+        let plan: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).expect("plan"))
+                .expect("json");
+        let node = &plan["pools"][0]["nodes"][0];
+        assert_eq!(node["mustDrain"], true);
+        assert_eq!(node["transition"]["phase"], "held");
+        assert!(out.join("nodes/drain/gpu-a100-1.yaml").exists());
     }
 }

@@ -169,6 +169,7 @@ fn group(resource: &str, per_replica: u32, replicas: u32, pool: &str, nodes: &[&
         replicas,
         pool: pool.to_owned(),
         nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        processes: 1,
     }
 }
 

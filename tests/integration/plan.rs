@@ -893,6 +893,7 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
             replicas: 1,
             pool: "l4".into(),
             nodes: vec!["n1".into()],
+            processes: 1,
         }];
     }
     one.quality.gpus_used = 1;

@@ -111,7 +111,10 @@ pub fn node_change(
     let busy = |i: usize| pn.gpus.get(i).is_some_and(|g| !g.tenants.is_empty());
     let node_busy = pn.gpus.iter().any(|g| !g.tenants.is_empty());
     let (new, old) = (layout_of_plan(n), layout_of_prev(pn));
-    let sharing_changed = sharing_new.unwrap_or_default() != sharing_old.unwrap_or_default();
+    // A backend change (device plugin ↔ DRA: the GPUs gain or lose their UUIDs) moves the GPUs
+    // to another mechanism, which the pods running on them do not survive: a sharing change.
+    let dra = n.gpus.iter().any(|g| g.uuid.is_some()) != pn.gpus.iter().any(|g| g.uuid.is_some());
+    let sharing_changed = sharing_new.unwrap_or_default() != sharing_old.unwrap_or_default() || dra;
     if new == old && !sharing_changed {
         return NodeChange::None;
     }

@@ -93,6 +93,9 @@ pub struct Carried {
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevGpu {
     pub index: u32,
+    /// The GPU's UUID on the DRA backend (`None`: the device plugin served it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
     pub mode: PrevMode,
     pub tenants: Vec<PrevTenant>,
 }

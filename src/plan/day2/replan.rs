@@ -1056,6 +1056,7 @@ fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
             .iter()
             .map(|g| PrevGpu {
                 index: g.index,
+                uuid: g.uuid.clone(),
                 mode: match &g.mode {
                     GpuMode::Unused => PrevMode::Unused,
                     GpuMode::Whole => PrevMode::Whole,

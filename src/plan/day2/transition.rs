@@ -222,6 +222,7 @@ fn adopted(n: &NodePlan, current: Option<&[Vec<String>]>) -> Transition {
         .enumerate()
         .map(|(i, profiles)| PrevGpu {
             index: u32::try_from(i).unwrap_or(u32::MAX),
+            uuid: None,
             mode: if profiles.is_empty() {
                 PrevMode::Whole
             } else {

@@ -215,12 +215,22 @@ impl<'c> Validator<'c> {
     }
 
     /// The device plugin refuses MPS under `migStrategy: mixed` (an error at start-up), and the
-    /// GPU Operator gives every node the cluster's strategy. So where a pool allows `mps`, the
-    /// default strategy is `none` instead of `mixed`, and an explicit `mixed` is an error.
+    /// GPU Operator gives every node the cluster's strategy. So where a pool on the device
+    /// plugin allows `mps`, the default strategy is `none` instead of `mixed`, and an explicit
+    /// `mixed` is an error. Pools on `dra` run no device plugin: their `mps` is no conflict.
     fn mps_mig_strategy(&mut self, m: &Manifest, cluster: Option<&mut Cluster>) {
-        let Some(mps) = m.inventory.pools.iter().find_map(|p| {
-            p.sharing.iter().flatten().find(|s| s.value == crate::manifest::words::SharingMechanism::Mps)
-        }) else {
+        let default = m.cluster.as_ref().and_then(|c| c.backend.as_ref()).map(|b| b.value);
+        let Some(mps) = m
+            .inventory
+            .pools
+            .iter()
+            .filter(|p| {
+                p.backend.as_ref().map(|b| b.value).or(default) != Some(crate::manifest::words::Backend::Dra)
+            })
+            .find_map(|p| {
+                p.sharing.iter().flatten().find(|s| s.value == crate::manifest::words::SharingMechanism::Mps)
+            })
+        else {
             return;
         };
         let explicit = m.cluster.as_ref().and_then(|c| c.mig_strategy.as_ref());
