@@ -1,8 +1,9 @@
 //! The cluster and the workloads as a bundle describes them, read from the bundle's files only.
 //!
 //! Nodes come from `nodes/nodes.json` (named nodes: GPUs, taints, the labels they already carry)
-//! with the labels of every Node patch applied (`nodes/labels/` and the held-back
-//! `nodes/drain/`, i.e. the state after the drains), and from the node groups of
+//! with the labels of the auto-synced Node patches applied (`nodes/labels/`; not the held-back
+//! `nodes/drain/`: the cluster as it is now), a node in transition carrying the labels of its
+//! `carries`, and from the node groups of
 //! `nodes/autoscaled/<pool>.yaml` (one node per planned node of the group). Each node's
 //! allocatable extended resources are derived as the NVIDIA GPU Operator would: the mig-parted
 //! config named by `nvidia.com/mig.config` cuts its GPUs, and the device-plugin config named by
@@ -164,36 +165,33 @@ pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, Strin
         serde_json::from_str(files.get("nodes/nodes.json").ok_or("the bundle has no `nodes/nodes.json`")?)
             .map_err(|e| format!("`nodes/nodes.json`: {e}"))?;
 
-    // Labels the Node patches set, by node name (held-back patches included: after the drain).
+    // Labels the auto-synced Node patches set, by node name. The held-back patches under
+    // `nodes/drain/` are not applied: the synced part is judged on the cluster as it is now.
     let mut patched: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    // One file per held-back node under `nodes/drain/`.
-    let held = files.keys().filter(|p| p.starts_with("nodes/drain/") && !p.ends_with("kustomization.yaml"));
-    for path in std::iter::once(&"nodes/labels/node-labels.yaml".to_owned()).chain(held) {
-        if let Some(text) = files.get(path) {
-            for doc in docs(text)? {
-                if doc["kind"] == "Node" {
-                    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-                    patched.entry(name).or_default().extend(str_map(&doc["metadata"]["labels"]));
-                }
+    if let Some(text) = files.get("nodes/labels/node-labels.yaml") {
+        for doc in docs(text)? {
+            if doc["kind"] == "Node" {
+                let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                patched.entry(name).or_default().extend(str_map(&doc["metadata"]["labels"]));
             }
         }
     }
     let make = |name: String, gpus: u32, mut labels: BTreeMap<String, String>, taints: Vec<Taint>| {
         labels.insert("kubernetes.io/hostname".to_owned(), name.clone());
-        let mig_name =
-            labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
-        let plugin_name = labels
-            .get("nvidia.com/device-plugin.config")
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned());
+        let mig_name = labels.get(MIG_LABEL).cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
+        let plugin_name =
+            labels.get(PLUGIN_LABEL).cloned().unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned());
         // The GPU Operator runs no device plugin on a node labelled off (DRA nodes): no
-        // extended resources there (their devices come from `dra/resource-slices.json`).
-        let allocatable =
-            if labels.get("nvidia.com/gpu.deploy.device-plugin").map(String::as_str) == Some("false") {
-                BTreeMap::new()
-            } else {
-                allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name))
-            };
+        // extended resources there (their devices come from `dra/resource-slices.json`). A
+        // node carrying labels gpuplan does not know (`""`: adopted) advertises nothing known.
+        let unknown = [MIG_LABEL, PLUGIN_LABEL].iter().any(|l| labels.get(*l).is_some_and(String::is_empty));
+        let allocatable = if unknown
+            || labels.get("nvidia.com/gpu.deploy.device-plugin").map(String::as_str) == Some("false")
+        {
+            BTreeMap::new()
+        } else {
+            allocatable(gpus, mig_configs.get(&mig_name), plugin.get(&plugin_name))
+        };
         Node { name, labels, taints, allocatable }
     };
 
@@ -210,6 +208,8 @@ pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, Strin
         let mut labels = str_map(&entry["nodeSelector"]);
         // Only the patches label a named node: a node without a patch keeps the operator's default.
         labels.extend(patched.get(&name).cloned().unwrap_or_default());
+        // A node in transition runs what it carries until the cluster confirms its target.
+        labels.extend(str_map(&entry["carries"]));
         nodes.push(make(name, gpus, labels, taints(&entry["taints"])));
     }
     for (path, text) in files.range("nodes/autoscaled/".to_owned()..) {
@@ -242,9 +242,65 @@ pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, Strin
     Ok(nodes)
 }
 
+const MIG_LABEL: &str = "nvidia.com/mig.config";
+const PLUGIN_LABEL: &str = "nvidia.com/device-plugin.config";
+
+/// The nodes of the drain wave the bundle stages: those whose patch
+/// `nodes/drain/kustomization.yaml` lists (empty when nothing is held back).
+pub(super) fn staged_drain(files: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
+    let Some(text) = files.get("nodes/drain/kustomization.yaml") else { return Ok(Vec::new()) };
+    let doc = docs(text)?.into_iter().next().unwrap_or(Value::Null);
+    let mut nodes = Vec::new();
+    for r in doc["resources"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        let path = format!("nodes/drain/{}", r.trim_start_matches("./"));
+        let text = files
+            .get(&path)
+            .ok_or_else(|| format!("`nodes/drain/kustomization.yaml` lists `{r}`, which the bundle lacks"))?;
+        for doc in docs(text).map_err(|e| format!("`{path}`: {e}"))? {
+            if doc["kind"] == "Node" {
+                nodes.push(doc["metadata"]["name"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// A PodDisruptionBudget, as the eviction API and the disruption controller read it.
+#[derive(Clone, Debug)]
+pub(super) struct Budget {
+    pub name: String,
+    pub namespace: String,
+    pub selector: Value,
+    /// `minAvailable` (else `maxUnavailable`): an integer or a percentage, as written.
+    pub min_available: Option<Value>,
+    pub max_unavailable: Option<Value>,
+}
+
+/// Every PodDisruptionBudget under `workloads/`.
+pub(super) fn budgets(files: &BTreeMap<String, String>) -> Result<Vec<Budget>, String> {
+    let mut out = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| p.starts_with("workloads/") && p.ends_with(".yaml")) {
+        for doc in docs(text).map_err(|e| format!("`{path}`: {e}"))? {
+            if doc["kind"] != "PodDisruptionBudget" {
+                continue;
+            }
+            let spec = &doc["spec"];
+            let some = |v: &Value| (!v.is_null()).then(|| v.clone());
+            out.push(Budget {
+                name: doc["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                namespace: doc["metadata"]["namespace"].as_str().unwrap_or("default").to_owned(),
+                selector: spec["selector"].clone(),
+                min_available: some(&spec["minAvailable"]),
+                max_unavailable: some(&spec["maxUnavailable"]),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Resolves a rolling-update value against `replicas`: a count, or a percentage (surge rounds
 /// up, unavailability down, as the Deployment controller does).
-fn resolve(v: &Value, replicas: u32, round_up: bool, default: &str) -> u32 {
+pub(super) fn resolve(v: &Value, replicas: u32, round_up: bool, default: &str) -> u32 {
     let text = match v {
         Value::Number(n) => return n.as_u64().unwrap_or(0) as u32,
         Value::String(s) => s.clone(),
