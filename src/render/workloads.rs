@@ -511,15 +511,19 @@ fn carried_node(node: &NodePlan) -> Option<NodePlan> {
 /// wave (`plan.changes`) last — a PodDisruptionBudget counts every Deployment's scale, so
 /// surplus pods pinned to a node would make its drain wait forever, and the waves count on
 /// the replicas of the nodes drained later. DRA pools keep the target's Deployments (not
-/// modelled here).
+/// modelled here), and so does a node adopted through the manifest's `current`.
 fn synced(spec: &Spec, plan: &Plan, model: &ModelPlan, units: Vec<Unit>) -> Vec<Unit> {
     let dra_pool = |pool: &str| spec.pool(pool).is_some_and(|p| p.dra.is_some());
+    // What an adopted node (the manifest's `current`) runs is not gpuplan's: it keeps the
+    // target's Deployments, Pending until it is drained and relabelled (they hold no pod that
+    // a drain would evict).
+    let unknown = |n: &NodePlan| n.gpus.iter().any(|g| g.tenants.iter().any(|t| t.model.is_empty()));
     let moving: BTreeMap<&str, (&str, NodePlan)> = plan
         .pools
         .iter()
         .filter(|p| !p.autoscaled && !dra_pool(&p.name))
         .flat_map(|p| p.nodes.iter().map(move |n| (p.name.as_str(), n)))
-        .filter_map(|(pool, n)| Some((n.name.as_str(), (pool, carried_node(n)?))))
+        .filter_map(|(pool, n)| Some((n.name.as_str(), (pool, carried_node(n).filter(|c| !unknown(c))?))))
         .collect();
     if moving.is_empty() {
         return units;
