@@ -15,8 +15,8 @@
 //!
 //! Day 2 ([`compile`] with a previous plan): the chain is re-plan →
 //! render → changes (the rollout waves read the PodDisruptionBudgets of the rendered bundle) →
-//! the report and `plan.json` rendered again when the changes section is new (no other file
-//! shows it). Stability rule: when the new plan equals the
+//! the bundle rendered again with the changes section (the report and `plan.json` show it, and
+//! the synced part keeps carried replicas on the nodes drained after the first wave). Stability rule: when the new plan equals the
 //! previous one in everything but its changes section, the previous changes section is kept, so
 //! that recompiling an unchanged manifest over its own output writes the same bytes.
 
@@ -159,8 +159,16 @@ pub fn compile(
     let r = replan::replan(spec, catalog, &prev.plan, options)?;
     let mut plan = verified(spec, catalog, r.plan)?;
     let mut bundle = render(spec, catalog, &plan, templates)?;
+    let mut notes = r.notes;
+    let gated = gated(&plan);
+    if !gated.is_empty() {
+        notes.push(format!(
+            "{} re-laid out on idle GPUs: the workloads stay off the new instances until `compile --observed` sees `nvidia.com/mig.config.state=success`, and no drain wave is staged until then (the waves count on the new capacity)",
+            gated.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let facts = Facts {
-        notes: r.notes,
+        notes,
         repartition_lower_bound: r.repartition_lower_bound,
         from_scratch_gpus: r.from_scratch_gpus,
         from_scratch_cost_per_hour: r.from_scratch_cost_per_hour,
@@ -181,14 +189,9 @@ pub fn compile(
         Some(fresh.clone())
     };
     if plan.changes.is_some() {
-        // Only the report (`PLAN.md`, pictures) and `plan.json` show the changes section.
-        let one = |d: Diagnostic| {
-            let mut all = Diagnostics::new();
-            all.push(d);
-            all
-        };
-        bundle.files.extend(crate::render::report::render(spec, catalog, &plan).map_err(one)?);
-        bundle.files.insert(paths::PLAN_JSON.to_owned(), crate::render::plan_json(&plan).map_err(one)?);
+        // The report (`PLAN.md`, pictures) and `plan.json` show the changes section, and the
+        // synced part keeps the carried replicas of the nodes drained after the first wave.
+        bundle = render(spec, catalog, &plan, templates)?;
     }
     stage_first_wave(&mut bundle, &plan, plan.changes.as_ref());
     Ok(Compiled { plan, bundle, changes: Some(fresh), advanced: r.advanced })
@@ -198,10 +201,15 @@ pub fn compile(
 /// node has its own file), so that syncing it — Argo CD's drain Application, Flux's suspended
 /// drain Kustomization, which cannot apply part of itself — applies exactly that wave. The
 /// next wave is staged by the compile that sees this one confirmed.
+///
+/// While a node re-laid out on idle GPUs waits for the MIG manager ([`gated`]), no wave is
+/// staged: the waves keep the budgets by counting on the replicas of nodes that are not
+/// drained, and a gated node's new replicas do not run yet.
 fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>) {
     let held: Vec<&str> =
         plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.as_str()).collect();
     let first: Vec<&str> = match changes.and_then(|c| c.waves.first()) {
+        _ if !gated(plan).is_empty() => Vec::new(),
         Some(w) => held.iter().copied().filter(|n| w.nodes.iter().any(|x| x == n)).collect(),
         None => held,
     };
@@ -213,6 +221,17 @@ fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>)
             bundle.files.insert(paths::NODE_DRAIN_KUSTOMIZATION.to_owned(), text);
         }
     }
+}
+
+/// Nodes in transition without a drain: re-laid out on idle GPUs, their labels synced, their
+/// new instances not yet confirmed by the cluster (`applying` or `failed`).
+fn gated(plan: &Plan) -> Vec<&str> {
+    plan.pools
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .filter(|n| n.transition.is_some() && !n.must_drain)
+        .map(|n| n.name.as_str())
+        .collect()
 }
 
 /// A compiled manifest (the tests' and library users' one call).

@@ -2,7 +2,8 @@
 //!
 //! Reads only the bundle's files (`gpu-operator/`, `nodes/`, `workloads/`, `dra/` of the output
 //! directory), never the manifest or the planner: it judges what was written. Exit 0 when every
-//! pod found a node in every arrival order and every rolling update completed, 1 otherwise.
+//! pod found a node in every arrival order, every rolling update completed and the staged drain
+//! wave can finish within the PodDisruptionBudgets, 1 otherwise.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,9 +17,11 @@ use crate::simulate::{Options, simulate};
 /// Replay kube-scheduler filters and rolling updates on a compiled bundle; exit 1 if a pod can be left Pending.
 ///
 /// Derives every node's GPU resources from the bundle's mig-parted and device-plugin configs and
-/// node labels, then places every pod in hundreds of adversarial arrival orders and rolls out
-/// every Deployment. Reads only the files in `--out`; the manifest argument is accepted so that
-/// the command line matches `compile` and `check`, and is not read.
+/// node labels as the cluster has them now (held-back labels not applied, nodes in transition
+/// carrying what they carry), then places every pod in hundreds of adversarial arrival orders,
+/// rolls out every Deployment, and drains the staged wave against the PodDisruptionBudgets.
+/// Reads only the files in `--out`; the manifest argument is accepted so that the command line
+/// matches `compile` and `check`, and is not read.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// The manifest the bundle was compiled from (not read; see above).
@@ -77,10 +80,18 @@ pub(super) fn run(ctx: &Ctx, args: &SimulateArgs) -> anyhow::Result<ExitStatus> 
             if report.problems.len() > 20 {
                 ctx.err(&format!("… and {} more problems", report.problems.len() - 20))?;
             }
-            let verdict =
-                if report.ok() { "every pod placed, every rollout completed" } else { "PROBLEMS FOUND" };
+            let verdict = match (report.ok(), report.drained.is_empty()) {
+                (false, _) => "PROBLEMS FOUND",
+                (true, true) => "every pod placed, every rollout completed",
+                (true, false) => "every pod placed, every rollout and the staged drain completed",
+            };
+            let drain = if report.drained.is_empty() {
+                String::new()
+            } else {
+                format!(", the drain of {}", report.drained.join(", "))
+            };
             ctx.status(&format!(
-                "simulated {} pods of {} Deployments on {} nodes: {} arrival orders, {} rollouts: {verdict}",
+                "simulated {} pods of {} Deployments on {} nodes: {} arrival orders, {} rollouts{drain}: {verdict}",
                 report.pods, report.deployments, report.nodes, report.orders, report.rollouts
             ))?;
         }

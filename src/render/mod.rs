@@ -112,143 +112,115 @@ pub fn render(
     if diags.has_errors() {
         return Err(diags);
     }
-    let mut files = BTreeMap::new();
-    fn put(
-        files: &mut BTreeMap<String, String>,
-        path: &str,
-        text: Result<String, Diagnostic>,
-        diags: &mut Diagnostics,
-    ) {
-        match text {
-            Ok(text) => {
-                files.insert(path.to_owned(), text);
-            }
-            Err(d) => diags.push(d),
-        }
-    }
-
-    let namespaces = spec.cluster.output.namespaces;
-    put(&mut files, paths::MIG_PARTED, nvidia::mig_parted_configmap(spec, catalog, plan), &mut diags);
-    put(&mut files, paths::DEVICE_PLUGIN, nvidia::device_plugin_configmap(spec, plan), &mut diags);
-    let mut operator = vec![paths::MIG_PARTED, paths::DEVICE_PLUGIN];
-    if namespaces {
-        put(
-            &mut files,
-            paths::OPERATOR_NAMESPACE,
-            gitops::namespace(spec, &spec.cluster.operator_namespace),
-            &mut diags,
-        );
-        operator.insert(0, paths::OPERATOR_NAMESPACE);
-    }
-    put(
-        &mut files,
-        paths::OPERATOR_KUSTOMIZATION,
-        gitops::kustomization("gpu-operator", &operator),
-        &mut diags,
-    );
-    if spec.cluster.output.cluster_policy_patch {
-        put(&mut files, paths::CLUSTER_POLICY, nvidia::cluster_policy_patch(spec), &mut diags);
-    }
-    if spec.cluster.output.helm_values {
-        put(&mut files, paths::HELM_VALUES, nvidia::helm_values(spec), &mut diags);
-    }
-
-    match nodes::render(spec, plan) {
-        Ok(node_files) => {
-            let listed =
-                |path: &'static str| if node_files.contains_key(path) { vec![path] } else { Vec::new() };
-            // Every held node's file; the pipeline narrows the list to the first wave.
-            let drain_files: Vec<&str> =
-                node_files.keys().map(String::as_str).filter(|p| p.starts_with("nodes/drain/")).collect();
-            put(
-                &mut files,
-                paths::NODES_GUARD_KUSTOMIZATION,
-                gitops::kustomization("nodes/guard", &[paths::NODES_GUARD]),
-                &mut diags,
-            );
-            put(
-                &mut files,
-                paths::NODE_LABELS_KUSTOMIZATION,
-                gitops::kustomization("nodes/labels", &listed(paths::NODE_LABELS)),
-                &mut diags,
-            );
-            put(
-                &mut files,
-                paths::NODE_DRAIN_KUSTOMIZATION,
-                gitops::kustomization("nodes/drain", &drain_files),
-                &mut diags,
-            );
-            // `nodes/drain` is deliberately not listed: it is synced by hand after the drain.
-            put(
-                &mut files,
-                paths::NODES_KUSTOMIZATION,
-                gitops::kustomization(
-                    "nodes",
-                    &[paths::NODES_GUARD_KUSTOMIZATION, paths::NODE_LABELS_KUSTOMIZATION],
-                ),
-                &mut diags,
-            );
-            files.extend(node_files);
-        }
-        Err(d) => diags.push(d),
-    }
-
-    match workloads::render(spec, plan, templates).and_then(|mut w| {
-        dra::attach(spec, catalog, plan, &mut w)?;
-        Ok(w)
-    }) {
-        Ok(workload_files) => {
-            let mut resources: Vec<&str> = Vec::new();
-            let workloads_namespace = namespaces && spec.cluster.namespace != spec.cluster.operator_namespace;
-            if workloads_namespace {
-                put(
-                    &mut files,
-                    paths::WORKLOADS_NAMESPACE,
-                    gitops::namespace(spec, &spec.cluster.namespace),
-                    &mut diags,
-                );
-                resources.push(paths::WORKLOADS_NAMESPACE);
-            }
-            resources.extend(workload_files.iter().filter(|(_, t)| !t.is_empty()).map(|(p, _)| p.as_str()));
-            put(
-                &mut files,
-                paths::WORKLOADS_KUSTOMIZATION,
-                gitops::kustomization("workloads", &resources),
-                &mut diags,
-            );
-            files.extend(workload_files.into_iter().filter(|(_, t)| !t.is_empty()));
-        }
-        Err(errors) => diags.extend(errors),
-    }
-
-    put(
-        &mut files,
+    let mut files = Files { files: BTreeMap::new(), diags };
+    operator_files(spec, catalog, plan, &mut files);
+    node_files(spec, plan, &mut files);
+    workload_files(spec, catalog, plan, templates, &mut files);
+    files.put(
         paths::KUSTOMIZATION,
         gitops::kustomization(
             "",
             &[paths::OPERATOR_KUSTOMIZATION, paths::NODES_KUSTOMIZATION, paths::WORKLOADS_KUSTOMIZATION],
         ),
-        &mut diags,
     );
     if let Some(argo) = &spec.cluster.output.argocd {
-        put(&mut files, paths::ARGOCD, gitops::argocd_application(spec, argo), &mut diags);
-        files.insert(paths::ARGOCD_NODE_HEALTH.to_owned(), gitops::argocd_node_health(argo));
+        files.put(paths::ARGOCD, gitops::argocd_application(spec, argo));
+        files.files.insert(paths::ARGOCD_NODE_HEALTH.to_owned(), gitops::argocd_node_health(argo));
     }
     if let Some(flux) = &spec.cluster.output.flux {
-        put(&mut files, paths::FLUX, gitops::flux_kustomizations(spec, flux), &mut diags);
+        files.put(paths::FLUX, gitops::flux_kustomizations(spec, flux));
     }
-
     if dra::used(plan) {
-        put(&mut files, dra::DRIVER_VALUES, dra::driver_values(spec, catalog, plan), &mut diags);
-        put(&mut files, dra::EXPECTED_SLICES, dra::resource_slices(spec, catalog, plan), &mut diags);
+        files.put(dra::DRIVER_VALUES, dra::driver_values(spec, catalog, plan));
+        files.put(dra::EXPECTED_SLICES, dra::resource_slices(spec, catalog, plan));
     }
     match report::render(spec, catalog, plan) {
-        Ok(report_files) => files.extend(report_files),
-        Err(d) => diags.push(d),
+        Ok(report_files) => files.files.extend(report_files),
+        Err(d) => files.diags.push(d),
     }
-    put(&mut files, paths::PLAN_JSON, plan_json(plan), &mut diags);
-
+    files.put(paths::PLAN_JSON, plan_json(plan));
+    let Files { files, diags } = files;
     if diags.has_errors() { Err(diags) } else { Ok(Bundle { files }) }
+}
+
+/// The files rendered so far and the problems found on the way.
+struct Files {
+    files: BTreeMap<String, String>,
+    diags: Diagnostics,
+}
+
+impl Files {
+    fn put(&mut self, path: &str, text: Result<String, Diagnostic>) {
+        match text {
+            Ok(text) => {
+                self.files.insert(path.to_owned(), text);
+            }
+            Err(d) => self.diags.push(d),
+        }
+    }
+}
+
+/// `gpu-operator/`: the two ConfigMaps, the Namespace, the ClusterPolicy patch, Helm values.
+fn operator_files(spec: &Spec, catalog: &Catalog, plan: &Plan, files: &mut Files) {
+    files.put(paths::MIG_PARTED, nvidia::mig_parted_configmap(spec, catalog, plan));
+    files.put(paths::DEVICE_PLUGIN, nvidia::device_plugin_configmap(spec, plan));
+    let mut operator = vec![paths::MIG_PARTED, paths::DEVICE_PLUGIN];
+    if spec.cluster.output.namespaces {
+        files.put(paths::OPERATOR_NAMESPACE, gitops::namespace(spec, &spec.cluster.operator_namespace));
+        operator.insert(0, paths::OPERATOR_NAMESPACE);
+    }
+    files.put(paths::OPERATOR_KUSTOMIZATION, gitops::kustomization("gpu-operator", &operator));
+    if spec.cluster.output.cluster_policy_patch {
+        files.put(paths::CLUSTER_POLICY, nvidia::cluster_policy_patch(spec));
+    }
+    if spec.cluster.output.helm_values {
+        files.put(paths::HELM_VALUES, nvidia::helm_values(spec));
+    }
+}
+
+/// `nodes/`: the guard, the auto-synced label patches, one held-back file per node to drain.
+fn node_files(spec: &Spec, plan: &Plan, files: &mut Files) {
+    let node_files = match nodes::render(spec, plan) {
+        Ok(f) => f,
+        Err(d) => return files.diags.push(d),
+    };
+    let listed = |path: &'static str| if node_files.contains_key(path) { vec![path] } else { Vec::new() };
+    // Every held node's file; the pipeline narrows the list to the first wave.
+    let drain_files: Vec<&str> =
+        node_files.keys().map(String::as_str).filter(|p| p.starts_with("nodes/drain/")).collect();
+    files.put(paths::NODES_GUARD_KUSTOMIZATION, gitops::kustomization("nodes/guard", &[paths::NODES_GUARD]));
+    files.put(
+        paths::NODE_LABELS_KUSTOMIZATION,
+        gitops::kustomization("nodes/labels", &listed(paths::NODE_LABELS)),
+    );
+    files.put(paths::NODE_DRAIN_KUSTOMIZATION, gitops::kustomization("nodes/drain", &drain_files));
+    // `nodes/drain` is deliberately not listed: it is synced by hand after the drain.
+    files.put(
+        paths::NODES_KUSTOMIZATION,
+        gitops::kustomization("nodes", &[paths::NODES_GUARD_KUSTOMIZATION, paths::NODE_LABELS_KUSTOMIZATION]),
+    );
+    files.files.extend(node_files);
+}
+
+/// `workloads/`: the Deployments (with their DRA claims), budgets, Services and the Namespace.
+fn workload_files(spec: &Spec, catalog: &Catalog, plan: &Plan, templates: &Templates, files: &mut Files) {
+    let rendered = workloads::render(spec, plan, templates).and_then(|mut w| {
+        dra::attach(spec, catalog, plan, &mut w)?;
+        Ok(w)
+    });
+    let workload_files = match rendered {
+        Ok(w) => w,
+        Err(errors) => return files.diags.extend(errors),
+    };
+    let mut resources: Vec<&str> = Vec::new();
+    let namespaces = spec.cluster.output.namespaces;
+    if namespaces && spec.cluster.namespace != spec.cluster.operator_namespace {
+        files.put(paths::WORKLOADS_NAMESPACE, gitops::namespace(spec, &spec.cluster.namespace));
+        resources.push(paths::WORKLOADS_NAMESPACE);
+    }
+    resources.extend(workload_files.iter().filter(|(_, t)| !t.is_empty()).map(|(p, _)| p.as_str()));
+    files.put(paths::WORKLOADS_KUSTOMIZATION, gitops::kustomization("workloads", &resources));
+    files.files.extend(workload_files.into_iter().filter(|(_, t)| !t.is_empty()));
 }
 
 /// `plan.json`: the plan as pretty JSON with a trailing newline.

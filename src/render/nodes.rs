@@ -65,6 +65,10 @@ struct NodeEntry<'a> {
     node_selector: BTreeMap<String, String>,
     taints: Vec<TaintOut>,
     must_drain: bool,
+    /// A node in transition: the two labels it carries now (what runs there until the
+    /// cluster confirms its target; `gpuplan simulate` judges the synced part on them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    carries: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -185,6 +189,12 @@ pub(super) fn render(spec: &Spec, plan: &Plan) -> Result<BTreeMap<String, String
                 node_selector: node_selector.clone(),
                 taints: taints.clone(),
                 must_drain: node.must_drain,
+                carries: node.transition.as_ref().map(|t| {
+                    BTreeMap::from([
+                        (MIG_CONFIG_LABEL.to_owned(), t.carries.mig_config.clone()),
+                        (DEVICE_PLUGIN_LABEL.to_owned(), t.carries.device_plugin_config.clone()),
+                    ])
+                }),
             });
             if pool.autoscaled {
                 let group = groups.entry(labels).or_insert_with(|| (0, node_capacity(spec, plan, node)));

@@ -23,7 +23,8 @@ use super::names::{layout_name, resource_slug, unit_name};
 use super::nvidia::{managed_labels, node_capacity, node_usage};
 use super::objects::{LAYOUT_LABEL, POOL_LABEL, SYNC_WAVE};
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
-use crate::plan::{ModelPlan, Plan};
+use crate::plan::day2::previous::PrevGpu;
+use crate::plan::{ModelPlan, NodePlan, Plan};
 use crate::spec::Spec;
 use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, PodSecurity, Probe, ValueFrom};
 
@@ -372,9 +373,10 @@ pub struct Unit {
     pub must_drain: bool,
 }
 
-/// Every Deployment of `model`, in a stable order: named nodes (nodes that must drain last),
-/// then autoscaled layouts. Per-node counts come from the plan's GPUs; they are checked
-/// against the plan's replica groups.
+/// Every Deployment of `model` in the synced part, in a stable order: named nodes (nodes
+/// that must drain last), then autoscaled layouts. Per-node counts come from the plan's GPUs;
+/// they are checked against the plan's replica groups. Nodes in transition run what they
+/// carry ([`synced`]).
 pub fn units(spec: &Spec, plan: &Plan, model: &ModelPlan) -> Result<Vec<Unit>, Diagnostic> {
     let mut out = Vec::new();
     let mut totals: BTreeMap<(String, String), u32> = BTreeMap::new();
@@ -382,69 +384,19 @@ pub fn units(spec: &Spec, plan: &Plan, model: &ModelPlan) -> Result<Vec<Unit>, D
         // Autoscaled: (layout, resource, replicas per node, units per replica) → nodes.
         let mut classes: BTreeMap<(String, String, u32, u32), Vec<String>> = BTreeMap::new();
         for node in &pool.nodes {
-            let usage = node_usage(spec, plan, node);
-            let capacity = node_capacity(spec, plan, node);
-            let mine: Vec<(&String, &(u32, u32))> = usage
-                .iter()
-                .filter(|((m, _), (n, _))| *m == model.name && *n > 0)
-                .map(|((_, r), v)| (r, v))
-                .collect();
-            for &(resource, &(replicas, per)) in &mine {
-                *totals.entry((pool.name.clone(), resource.clone())).or_default() += replicas;
+            for unit in node_units(spec, plan, model, &pool.name, node) {
+                *totals.entry((pool.name.clone(), unit.resource.clone())).or_default() += unit.replicas;
                 if pool.autoscaled {
                     classes
-                        .entry((layout_name(node), resource.clone(), replicas, per))
+                        .entry((layout_name(node), unit.resource, unit.replicas, unit.per_replica))
                         .or_default()
                         .push(node.name.clone());
-                    continue;
-                }
-                let used: u32 =
-                    usage.iter().filter(|((_, r), _)| r == resource).map(|(_, (n, p))| n * p).sum();
-                let name = if mine.len() == 1 {
-                    unit_name(&[&model.name, &node.name])
                 } else {
-                    unit_name(&[&model.name, &node.name, &resource_slug(resource)])
-                };
-                out.push(Unit {
-                    name,
-                    pool: pool.name.clone(),
-                    autoscaled: false,
-                    nodes: vec![node.name.clone()],
-                    layout: None,
-                    resource: resource.clone(),
-                    per_replica: per,
-                    replicas,
-                    spare: capacity.get(resource).copied().unwrap_or(0).saturating_sub(used),
-                    must_drain: node.must_drain,
-                });
+                    out.push(unit);
+                }
             }
         }
-        let several_resources =
-            classes.keys().map(|(l, r, _, _)| (l, r)).collect::<std::collections::BTreeSet<_>>().len()
-                > classes.keys().map(|(l, ..)| l).collect::<std::collections::BTreeSet<_>>().len();
-        for ((layout, resource, replicas, per), nodes) in &classes {
-            let same_key = classes.keys().filter(|(l, r, ..)| l == layout && r == resource).count();
-            let mut parts = vec![model.name.clone(), pool.name.clone(), layout.clone()];
-            if several_resources {
-                parts.push(resource_slug(resource));
-            }
-            if same_key > 1 {
-                parts.push(format!("x{replicas}"));
-            }
-            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-            out.push(Unit {
-                name: unit_name(&parts),
-                pool: pool.name.clone(),
-                autoscaled: true,
-                nodes: nodes.clone(),
-                layout: Some(layout.clone()),
-                resource: resource.clone(),
-                per_replica: *per,
-                replicas: replicas * nodes.len() as u32,
-                spare: 0,
-                must_drain: false,
-            });
-        }
+        out.extend(autoscaled_units(model, &pool.name, &classes));
     }
     // The plan's groups and the GPUs must tell the same story.
     let mut planned: BTreeMap<(String, String), u32> = BTreeMap::new();
@@ -458,11 +410,160 @@ pub fn units(spec: &Spec, plan: &Plan, model: &ModelPlan) -> Result<Vec<Unit>, D
         )));
     }
     // Pools on the DRA backend: one Deployment per pinned replica or shared device instead.
-    let mut out = super::dra::replace_units(spec, plan, model, out);
+    let out = super::dra::replace_units(spec, plan, model, out);
+    let mut out = synced(spec, plan, model, out);
     // Nodes that must drain last: their Deployments wait for the drain, and Argo CD's waves
     // must not hold the other nodes' Deployments behind them.
     out.sort_by(|a, b| (a.autoscaled, a.must_drain, &a.nodes).cmp(&(b.autoscaled, b.must_drain, &b.nodes)));
     Ok(out)
+}
+
+/// The Deployments of `model` on one node as `node` describes it (one per resource).
+fn node_units(spec: &Spec, plan: &Plan, model: &ModelPlan, pool: &str, node: &NodePlan) -> Vec<Unit> {
+    let usage = node_usage(spec, plan, node);
+    let capacity = node_capacity(spec, plan, node);
+    let mine: Vec<(&String, &(u32, u32))> = usage
+        .iter()
+        .filter(|((m, _), (n, _))| *m == model.name && *n > 0)
+        .map(|((_, r), v)| (r, v))
+        .collect();
+    let mut out = Vec::new();
+    for &(resource, &(replicas, per)) in &mine {
+        let used: u32 = usage.iter().filter(|((_, r), _)| r == resource).map(|(_, (n, p))| n * p).sum();
+        let name = if mine.len() == 1 {
+            unit_name(&[&model.name, &node.name])
+        } else {
+            unit_name(&[&model.name, &node.name, &resource_slug(resource)])
+        };
+        out.push(Unit {
+            name,
+            pool: pool.to_owned(),
+            autoscaled: false,
+            nodes: vec![node.name.clone()],
+            layout: None,
+            resource: resource.clone(),
+            per_replica: per,
+            replicas,
+            spare: capacity.get(resource).copied().unwrap_or(0).saturating_sub(used),
+            must_drain: node.must_drain,
+        });
+    }
+    out
+}
+
+/// One Deployment per layout (and resource, and per-node count) of an autoscaled pool.
+fn autoscaled_units(
+    model: &ModelPlan,
+    pool: &str,
+    classes: &BTreeMap<(String, String, u32, u32), Vec<String>>,
+) -> Vec<Unit> {
+    let several_resources =
+        classes.keys().map(|(l, r, _, _)| (l, r)).collect::<std::collections::BTreeSet<_>>().len()
+            > classes.keys().map(|(l, ..)| l).collect::<std::collections::BTreeSet<_>>().len();
+    let mut out = Vec::new();
+    for ((layout, resource, replicas, per), nodes) in classes {
+        let same_key = classes.keys().filter(|(l, r, ..)| l == layout && r == resource).count();
+        let mut parts = vec![model.name.clone(), pool.to_owned(), layout.clone()];
+        if several_resources {
+            parts.push(resource_slug(resource));
+        }
+        if same_key > 1 {
+            parts.push(format!("x{replicas}"));
+        }
+        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+        out.push(Unit {
+            name: unit_name(&parts),
+            pool: pool.to_owned(),
+            autoscaled: true,
+            nodes: nodes.clone(),
+            layout: Some(layout.clone()),
+            resource: resource.clone(),
+            per_replica: *per,
+            replicas: replicas * nodes.len() as u32,
+            spare: 0,
+            must_drain: false,
+        });
+    }
+    out
+}
+
+/// A node in transition as the cluster runs it now: the layout, device-plugin config and
+/// tenants its `transition.carries` records (`None`: the node is released and runs its plan).
+fn carried_node(node: &NodePlan) -> Option<NodePlan> {
+    let c = &node.transition.as_ref()?.carries;
+    let gpus = c.gpus.iter().map(PrevGpu::as_planned).collect();
+    Some(NodePlan {
+        name: node.name.clone(),
+        mig_config: c.mig_config.clone(),
+        device_plugin_config: c.device_plugin_config.clone(),
+        must_drain: node.must_drain,
+        gpus,
+        transition: None,
+    })
+}
+
+/// The synced part (docs/bundle.md, "What the synced part is"): on a node in transition (held
+/// for its drain, or re-laid out on idle GPUs and not yet confirmed), `model` keeps the
+/// Deployments of what the node carries — its carried resource and count — instead of the
+/// target's, which appear at the compile that releases the node. Carried replicas beyond what
+/// the model still needs (the plan's total less what released named nodes run) are surplus
+/// and dropped: the nodes drained later keep theirs first (name order), those of the first
+/// wave (`plan.changes`) last — a PodDisruptionBudget counts every Deployment's scale, so
+/// surplus pods pinned to a node would make its drain wait forever, and the waves count on
+/// the replicas of the nodes drained later. DRA pools keep the target's Deployments (not
+/// modelled here), and so does a node adopted through the manifest's `current`.
+fn synced(spec: &Spec, plan: &Plan, model: &ModelPlan, units: Vec<Unit>) -> Vec<Unit> {
+    let dra_pool = |pool: &str| spec.pool(pool).is_some_and(|p| p.dra.is_some());
+    // What an adopted node (the manifest's `current`) runs is not gpuplan's: it keeps the
+    // target's Deployments, Pending until it is drained and relabelled (they hold no pod that
+    // a drain would evict).
+    let unknown = |n: &NodePlan| n.gpus.iter().any(|g| g.tenants.iter().any(|t| t.model.is_empty()));
+    let moving: BTreeMap<&str, (&str, NodePlan)> = plan
+        .pools
+        .iter()
+        .filter(|p| !p.autoscaled && !dra_pool(&p.name))
+        .flat_map(|p| p.nodes.iter().map(move |n| (p.name.as_str(), n)))
+        .filter_map(|(pool, n)| Some((n.name.as_str(), (pool, carried_node(n).filter(|c| !unknown(c))?))))
+        .collect();
+    if moving.is_empty() {
+        return units;
+    }
+    let in_transition: std::collections::BTreeSet<&str> = plan
+        .pools
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .filter(|n| n.transition.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    let total: u32 = model.groups.iter().map(|g| g.replicas).sum();
+    let (mut out, _): (Vec<Unit>, Vec<Unit>) = units
+        .into_iter()
+        .partition(|u| u.autoscaled || !u.nodes.iter().any(|n| moving.contains_key(n.as_str())));
+    // What runs where the cluster confirmed the layout (named nodes without a transition).
+    let released: u32 = out
+        .iter()
+        .filter(|u| !u.autoscaled && !u.nodes.iter().any(|n| in_transition.contains(n.as_str())))
+        .map(|u| u.replicas)
+        .sum();
+    let first_wave: Vec<&str> = plan
+        .changes
+        .iter()
+        .flat_map(|c| c.waves.first())
+        .flat_map(|w| w.nodes.iter().map(String::as_str))
+        .collect();
+    let mut order: Vec<(&str, &(&str, NodePlan))> = moving.iter().map(|(k, v)| (*k, v)).collect();
+    order.sort_by_key(|(name, _)| (first_wave.contains(name), *name));
+    let mut keep = total.saturating_sub(released);
+    for (_, (pool, node)) in order {
+        for mut unit in node_units(spec, plan, model, pool, node) {
+            unit.replicas = unit.replicas.min(keep);
+            keep -= unit.replicas;
+            if unit.replicas > 0 {
+                out.push(unit);
+            }
+        }
+    }
+    out
 }
 
 /// Renders `workloads/<model>.yaml` for every model of the plan.

@@ -1,8 +1,9 @@
 //! The cluster and the workloads as a bundle describes them, read from the bundle's files only.
 //!
 //! Nodes come from `nodes/nodes.json` (named nodes: GPUs, taints, the labels they already carry)
-//! with the labels of every Node patch applied (`nodes/labels/` and the held-back
-//! `nodes/drain/`, i.e. the state after the drains), and from the node groups of
+//! with the labels of the auto-synced Node patches applied (`nodes/labels/`; not the held-back
+//! `nodes/drain/`: the cluster as it is now), a node in transition carrying the labels of its
+//! `carries`, and from the node groups of
 //! `nodes/autoscaled/<pool>.yaml` (one node per planned node of the group). Each node's
 //! allocatable extended resources are derived as the NVIDIA GPU Operator would: the mig-parted
 //! config named by `nvidia.com/mig.config` cuts its GPUs, and the device-plugin config named by
@@ -164,28 +165,17 @@ pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, Strin
         serde_json::from_str(files.get("nodes/nodes.json").ok_or("the bundle has no `nodes/nodes.json`")?)
             .map_err(|e| format!("`nodes/nodes.json`: {e}"))?;
 
-    // Labels the Node patches set, by node name (held-back patches included: after the drain).
-    let mut patched: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    // One file per held-back node under `nodes/drain/`.
-    let held = files.keys().filter(|p| p.starts_with("nodes/drain/") && !p.ends_with("kustomization.yaml"));
-    for path in std::iter::once(&"nodes/labels/node-labels.yaml".to_owned()).chain(held) {
-        if let Some(text) = files.get(path) {
-            for doc in docs(text)? {
-                if doc["kind"] == "Node" {
-                    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-                    patched.entry(name).or_default().extend(str_map(&doc["metadata"]["labels"]));
-                }
-            }
-        }
-    }
+    // Labels the auto-synced Node patches set, by node name, and those held back under
+    // `nodes/drain/`, which apply only to a held node whose carried state the bundle does not
+    // know (see [`known_carries`]).
+    let patched = patch_labels(files, |p| p == "nodes/labels/node-labels.yaml")?;
+    let held_back =
+        patch_labels(files, |p| p.starts_with("nodes/drain/") && !p.ends_with("kustomization.yaml"))?;
     let make = |name: String, gpus: u32, mut labels: BTreeMap<String, String>, taints: Vec<Taint>| {
         labels.insert("kubernetes.io/hostname".to_owned(), name.clone());
-        let mig_name =
-            labels.get("nvidia.com/mig.config").cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
-        let plugin_name = labels
-            .get("nvidia.com/device-plugin.config")
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned());
+        let mig_name = labels.get(MIG_LABEL).cloned().unwrap_or_else(|| ALL_DISABLED.to_owned());
+        let plugin_name =
+            labels.get(PLUGIN_LABEL).cloned().unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_CONFIG.to_owned());
         // The GPU Operator runs no device plugin on a node labelled off (DRA nodes): no
         // extended resources there (their devices come from `dra/resource-slices.json`).
         let allocatable =
@@ -210,6 +200,15 @@ pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, Strin
         let mut labels = str_map(&entry["nodeSelector"]);
         // Only the patches label a named node: a node without a patch keeps the operator's default.
         labels.extend(patched.get(&name).cloned().unwrap_or_default());
+        // A node in transition runs what it carries until the cluster confirms its target; a
+        // held node whose carried state is unknown is judged on its target.
+        match known_carries(entry) {
+            Some(carried) => labels.extend(carried),
+            None if entry["mustDrain"] == true => {
+                labels.extend(held_back.get(&name).cloned().unwrap_or_default())
+            }
+            None => {}
+        }
         nodes.push(make(name, gpus, labels, taints(&entry["taints"])));
     }
     for (path, text) in files.range("nodes/autoscaled/".to_owned()..) {
@@ -242,9 +241,96 @@ pub(super) fn nodes(files: &BTreeMap<String, String>) -> Result<Vec<Node>, Strin
     Ok(nodes)
 }
 
+const MIG_LABEL: &str = "nvidia.com/mig.config";
+const PLUGIN_LABEL: &str = "nvidia.com/device-plugin.config";
+
+/// Node name → the labels the Node patches in the files `which` selects set.
+fn patch_labels(
+    files: &BTreeMap<String, String>,
+    which: impl Fn(&str) -> bool,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (path, text) in files.iter().filter(|(p, _)| which(p)) {
+        for doc in docs(text).map_err(|e| format!("`{path}`: {e}"))? {
+            if doc["kind"] == "Node" {
+                let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                out.entry(name).or_default().extend(str_map(&doc["metadata"]["labels"]));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The two labels a node in transition carries (its `carries` in `nodes/nodes.json`), when the
+/// bundle knows them: not for a node adopted through the manifest's `current` (`""`: configs
+/// gpuplan did not write), nor for a plan without transition state.
+fn known_carries(entry: &Value) -> Option<BTreeMap<String, String>> {
+    let carried = str_map(&entry["carries"]);
+    let known = [MIG_LABEL, PLUGIN_LABEL].iter().all(|l| carried.get(*l).is_some_and(|v| !v.is_empty()));
+    known.then_some(carried)
+}
+
+/// The nodes of the drain wave the bundle stages: those whose patch
+/// `nodes/drain/kustomization.yaml` lists (empty when nothing is held back), less those whose
+/// carried state the bundle does not know (what runs there is not gpuplan's to judge).
+pub(super) fn staged_drain(files: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
+    let Some(text) = files.get("nodes/drain/kustomization.yaml") else { return Ok(Vec::new()) };
+    let inventory: Vec<Value> =
+        files.get("nodes/nodes.json").and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
+    let known = |node: &str| inventory.iter().any(|e| e["node"] == node && known_carries(e).is_some());
+    let doc = docs(text)?.into_iter().next().unwrap_or(Value::Null);
+    let mut nodes = Vec::new();
+    for r in doc["resources"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        let path = format!("nodes/drain/{}", r.trim_start_matches("./"));
+        let text = files
+            .get(&path)
+            .ok_or_else(|| format!("`nodes/drain/kustomization.yaml` lists `{r}`, which the bundle lacks"))?;
+        for doc in docs(text).map_err(|e| format!("`{path}`: {e}"))? {
+            let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+            if doc["kind"] == "Node" && known(name) {
+                nodes.push(name.to_owned());
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// A PodDisruptionBudget, as the eviction API and the disruption controller read it.
+#[derive(Clone, Debug)]
+pub(super) struct Budget {
+    pub name: String,
+    pub namespace: String,
+    pub selector: Value,
+    /// `minAvailable` (else `maxUnavailable`): an integer or a percentage, as written.
+    pub min_available: Option<Value>,
+    pub max_unavailable: Option<Value>,
+}
+
+/// Every PodDisruptionBudget under `workloads/`.
+pub(super) fn budgets(files: &BTreeMap<String, String>) -> Result<Vec<Budget>, String> {
+    let mut out = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| p.starts_with("workloads/") && p.ends_with(".yaml")) {
+        for doc in docs(text).map_err(|e| format!("`{path}`: {e}"))? {
+            if doc["kind"] != "PodDisruptionBudget" {
+                continue;
+            }
+            let spec = &doc["spec"];
+            let some = |v: &Value| (!v.is_null()).then(|| v.clone());
+            out.push(Budget {
+                name: doc["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                namespace: doc["metadata"]["namespace"].as_str().unwrap_or("default").to_owned(),
+                selector: spec["selector"].clone(),
+                min_available: some(&spec["minAvailable"]),
+                max_unavailable: some(&spec["maxUnavailable"]),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Resolves a rolling-update value against `replicas`: a count, or a percentage (surge rounds
 /// up, unavailability down, as the Deployment controller does).
-fn resolve(v: &Value, replicas: u32, round_up: bool, default: &str) -> u32 {
+pub(super) fn resolve(v: &Value, replicas: u32, round_up: bool, default: &str) -> u32 {
     let text = match v {
         Value::Number(n) => return n.as_u64().unwrap_or(0) as u32,
         Value::String(s) => s.clone(),

@@ -2,7 +2,14 @@
 //!
 //! In: the files of a written bundle (relative path → text), nothing else — not the manifest,
 //! not the plan, no planner code. Out: a [`Report`] of every arrival order in which a pod found
-//! no node, and every rolling update that could not progress.
+//! no node, every rolling update that could not progress, and the drain of the staged wave if
+//! it can never finish.
+//!
+//! What is judged is the synced part on the cluster as it is now: the auto-synced Node patches
+//! applied, the held-back ones under `nodes/drain/` not, and every node in transition (its
+//! `carries` in `nodes/nodes.json`) advertising what it carries. Then the wave that
+//! `nodes/drain/kustomization.yaml` stages is drained against the PodDisruptionBudgets
+//! ([`drain`]); later waves are staged, and judged, by the bundles that follow.
 //!
 //! The cluster (nodes, their labels, taints and allocatable GPU resources) and the pods are
 //! derived from the bundle by [`cluster`]; [`scheduler`] replays the scheduler's filters. Pods
@@ -20,6 +27,7 @@
 
 pub(crate) mod cluster;
 pub mod dra;
+mod drain;
 pub(crate) mod scheduler;
 
 use std::collections::BTreeMap;
@@ -54,13 +62,15 @@ pub struct Report {
     pub orders: usize,
     /// Rolling updates replayed (each Deployment alone, then all at once).
     pub rollouts: usize,
+    /// The nodes of the staged drain wave whose drain was replayed (empty: nothing held back).
+    pub drained: Vec<String>,
     pub problems: Vec<Problem>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Problem {
-    /// `bundle`, `unschedulable` or `rollout-stuck`.
+    /// `bundle`, `unschedulable`, `rollout-stuck` or `drain-stuck`.
     pub kind: &'static str,
     /// The arrival order or rollout that shows it.
     pub scenario: String,
@@ -107,15 +117,27 @@ enum Choice {
     Hurtful,
 }
 
-/// Simulates a bundle.
+/// The bundle as the simulation reads it.
+struct Loaded {
+    nodes: Vec<Node>,
+    workloads: Vec<Workload>,
+    budgets: Vec<cluster::Budget>,
+    /// The nodes of the staged drain wave.
+    wave: Vec<String>,
+}
+
+fn load(files: &BTreeMap<String, String>) -> Result<Loaded, String> {
+    let mut nodes = cluster::nodes(files)?;
+    let mut workloads = cluster::workloads(files)?;
+    dra::attach(files, &mut nodes, &mut workloads)?;
+    Ok(Loaded { nodes, workloads, budgets: cluster::budgets(files)?, wave: cluster::staged_drain(files)? })
+}
+
+/// Simulates a bundle: the synced part on the cluster as it is now (every arrival order, every
+/// rollout), then the drain of the wave it stages.
 pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
     let mut report = Report::default();
-    let loaded = cluster::nodes(files).and_then(|mut n| {
-        let mut w = cluster::workloads(files)?;
-        dra::attach(files, &mut n, &mut w)?;
-        Ok((n, w))
-    });
-    let (nodes, workloads) = match loaded {
+    let Loaded { nodes, workloads, budgets, wave } = match load(files) {
         Ok(x) => x,
         Err(message) => {
             report.problems.push(Problem { kind: "bundle", scenario: "reading the bundle".into(), message });
@@ -124,10 +146,30 @@ pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
     };
     report.nodes = nodes.len();
     report.deployments = workloads.len();
+    let (orders, structured) = arrival_orders(&workloads, options);
+    report.pods = orders.first().map_or(0, |(_, o)| o.len());
+    let Some(state) = place_in_every_order(&nodes, &workloads, &orders, structured, options, &mut report)
+    else {
+        return report;
+    };
+    rollouts(&nodes, &workloads, &state, options, &mut report);
+    if !wave.is_empty() {
+        report.drained.clone_from(&wave);
+        if let Err(message) = drain::drain(&nodes, &workloads, state, &budgets, &wave) {
+            report.problems.push(Problem {
+                kind: "drain-stuck",
+                scenario: format!("drain of the staged wave ({})", wave.join(", ")),
+                message,
+            });
+        }
+    }
+    report
+}
+
+/// The arrival orders (pods as indices of their Deployment), and how many are structured.
+fn arrival_orders(workloads: &[Workload], options: &Options) -> (Vec<(String, Vec<usize>)>, usize) {
     let pods: Vec<usize> =
         workloads.iter().enumerate().flat_map(|(i, w)| std::iter::repeat_n(i, w.replicas as usize)).collect();
-    report.pods = pods.len();
-
     let mut orders: Vec<(String, Vec<usize>)> = Vec::new();
     orders.push(("files".into(), pods.clone()));
     orders.push(("reversed".into(), pods.iter().rev().copied().collect()));
@@ -153,79 +195,101 @@ pub fn simulate(files: &BTreeMap<String, String>, options: &Options) -> Report {
         first.extend(interleaved.iter().copied().filter(|p| !of(p)));
         orders.push((format!("model `{m}` first"), first));
     }
+    let structured = orders.len();
     let mut rng = Rng::new(options.seed);
     for k in 0..options.random_orders {
         let mut order = pods.clone();
         rng.shuffle(&mut order);
         orders.push((format!("random order {k} (seed {})", options.seed), order));
     }
+    (orders, structured)
+}
 
+/// Places every order against the adversaries; one complete placement, if any order completed.
+fn place_in_every_order(
+    nodes: &[Node],
+    workloads: &[Workload],
+    orders: &[(String, Vec<usize>)],
+    structured: usize,
+    options: &Options,
+    report: &mut Report,
+) -> Option<State> {
     // The adversary's look-ahead is quadratic: keep it for clusters of a reviewable size.
-    let hurtful = pods.len() * nodes.len() <= 20_000;
+    let hurtful = report.pods * nodes.len() <= 20_000;
+    let choices: &[Choice] = if hurtful {
+        &[Choice::First, Choice::Last, Choice::Random, Choice::Hurtful]
+    } else {
+        &[Choice::First, Choice::Last, Choice::Random]
+    };
     let mut placed_once: Option<State> = None;
     for (i, (name, order)) in orders.iter().enumerate() {
-        let choices: &[Choice] = if hurtful {
-            &[Choice::First, Choice::Last, Choice::Random, Choice::Hurtful]
-        } else {
-            &[Choice::First, Choice::Last, Choice::Random]
-        };
         for (c, &choice) in choices.iter().enumerate() {
             // Structured orders meet every adversary; random ones one each, in turn.
-            if i >= 3 + workloads.len() + models.len() && c != i % choices.len() {
+            if i >= structured && c != i % choices.len() {
                 continue;
             }
             report.orders += 1;
-            let mut state = State::default();
             let mut rng = Rng::new(options.seed ^ (i as u64) << 8 ^ c as u64);
-            let mut failed = None;
-            for (k, &w) in order.iter().enumerate() {
-                let feasible = feasible_nodes(&nodes, &workloads, &state, w);
-                if feasible.is_empty() {
-                    failed = Some(w);
-                    break;
-                }
-                let n = pick(&nodes, &workloads, &state, w, &feasible, &order[k + 1..], choice, &mut rng);
-                state.placed.push(Placed { workload: w, node: n, revision: 0 });
-            }
-            match failed {
-                Some(w) => report.problems.push(Problem {
+            match place(nodes, workloads, order, choice, &mut rng) {
+                Err((w, state)) => report.problems.push(Problem {
                     kind: "unschedulable",
                     scenario: format!("{name}, nodes chosen {choice:?}"),
                     message: format!(
                         "a pod of `{}` fits no node after {} pods were placed ({})",
                         workloads[w].name,
                         state.placed.len(),
-                        describe(&nodes, &workloads, &state)
+                        describe(nodes, workloads, &state)
                     ),
                 }),
-                None if placed_once.is_none() => placed_once = Some(state),
-                None => {}
+                Ok(state) if placed_once.is_none() => placed_once = Some(state),
+                Ok(_) => {}
             }
         }
     }
+    placed_once
+}
 
-    if let Some(state) = placed_once {
-        for (i, w) in workloads.iter().enumerate() {
-            report.rollouts += 1;
-            if let Err(message) = rollout(&nodes, &workloads, state.clone(), &[i], options.seed) {
-                report.problems.push(Problem {
-                    kind: "rollout-stuck",
-                    scenario: format!("rollout of `{}`", w.name),
-                    message,
-                });
-            }
+/// One arrival order against one adversary: the placement, or the pod that found no node.
+fn place(
+    nodes: &[Node],
+    workloads: &[Workload],
+    order: &[usize],
+    choice: Choice,
+    rng: &mut Rng,
+) -> Result<State, (usize, State)> {
+    let mut state = State::default();
+    for (k, &w) in order.iter().enumerate() {
+        let feasible = feasible_nodes(nodes, workloads, &state, w);
+        if feasible.is_empty() {
+            return Err((w, state));
         }
+        let n = pick(nodes, workloads, &state, w, &feasible, &order[k + 1..], choice, rng);
+        state.placed.push(Placed { workload: w, node: n, revision: 0 });
+    }
+    Ok(state)
+}
+
+/// Every Deployment rolled out alone, then all at once, from one complete placement.
+fn rollouts(nodes: &[Node], workloads: &[Workload], state: &State, options: &Options, report: &mut Report) {
+    for (i, w) in workloads.iter().enumerate() {
         report.rollouts += 1;
-        let all: Vec<usize> = (0..workloads.len()).collect();
-        if let Err(message) = rollout(&nodes, &workloads, state, &all, options.seed) {
+        if let Err(message) = rollout(nodes, workloads, state.clone(), &[i], options.seed) {
             report.problems.push(Problem {
                 kind: "rollout-stuck",
-                scenario: "every Deployment rolled out at once".into(),
+                scenario: format!("rollout of `{}`", w.name),
                 message,
             });
         }
     }
-    report
+    report.rollouts += 1;
+    let all: Vec<usize> = (0..workloads.len()).collect();
+    if let Err(message) = rollout(nodes, workloads, state.clone(), &all, options.seed) {
+        report.problems.push(Problem {
+            kind: "rollout-stuck",
+            scenario: "every Deployment rolled out at once".into(),
+            message,
+        });
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

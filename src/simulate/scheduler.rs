@@ -35,7 +35,7 @@ pub(super) struct State {
     pub placed: Vec<Placed>,
 }
 
-fn labels_match_selector(labels: &BTreeMap<String, String>, selector: &Value) -> bool {
+pub(super) fn labels_match_selector(labels: &BTreeMap<String, String>, selector: &Value) -> bool {
     for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
         if labels.get(k).map(String::as_str) != v.as_str() {
             return false;

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{DevicePluginConfig, MigConfig, MigConfigEntry};
+use crate::catalog::layout::PlacedInstance;
+use crate::plan::{DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, Tenant};
 
 /// A previous plan, as far as re-planning needs it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -41,6 +42,9 @@ pub struct PrevNode {
     pub mig_config: String,
     pub device_plugin_config: String,
     pub gpus: Vec<PrevGpu>,
+    /// Whether its change waited for a drain (a node in transition without it was gated: its
+    /// labels synced, its workloads waiting for the MIG manager).
+    pub must_drain: bool,
     /// The node's change in progress; absent (a plan of an earlier gpuplan, or a released
     /// node): the cluster carries the node's labels.
     pub transition: Option<Transition>,
@@ -183,6 +187,34 @@ pub struct PrevPluginConfig {
 pub struct PrevQuality {
     pub gpus_used: u32,
     pub cost_per_hour: Option<f64>,
+}
+
+impl PrevGpu {
+    /// The GPU as a plan's GPU (what a node in transition carries, for rendering what runs
+    /// there now): an unknown mode reads as unused.
+    pub fn as_planned(&self) -> GpuPlan {
+        GpuPlan {
+            index: self.index,
+            uuid: None,
+            mode: match &self.mode {
+                PrevMode::Whole => GpuMode::Whole,
+                PrevMode::TimeSliced { replicas } => GpuMode::TimeSliced { replicas: *replicas },
+                PrevMode::Mps { replicas } => GpuMode::Mps { replicas: *replicas },
+                PrevMode::Mig { instances } => GpuMode::Mig {
+                    instances: instances
+                        .iter()
+                        .map(|i| PlacedInstance { profile: i.profile.clone(), start: i.start })
+                        .collect(),
+                },
+                PrevMode::Unused | PrevMode::Unknown => GpuMode::Unused,
+            },
+            tenants: self
+                .tenants
+                .iter()
+                .map(|t| Tenant { model: t.model.clone(), instance_start: t.instance_start })
+                .collect(),
+        }
+    }
 }
 
 impl PrevMigConfig {

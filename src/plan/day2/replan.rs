@@ -1076,6 +1076,7 @@ fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
                     .collect(),
             })
             .collect(),
+        must_drain: n.must_drain,
         transition: None,
     }
 }

@@ -112,6 +112,7 @@ fn as_prev_node(name: &str, c: &Carried) -> PrevNode {
         mig_config: c.mig_config.clone(),
         device_plugin_config: c.device_plugin_config.clone(),
         gpus: c.gpus.clone(),
+        must_drain: false,
         transition: None,
     }
 }
@@ -135,7 +136,8 @@ pub fn advance(plan: &mut Plan, spec: &Spec, previous: &Previous, observed: Opti
         for n in &mut pool.nodes {
             let Some((_, pn)) = prev.get(n.name.as_str()) else {
                 // New to the plan: held only when the manifest's `current` says it runs
-                // another layout (a running node adopted).
+                // another layout (a running node adopted); else it runs nothing to protect, and
+                // its pods wait Pending until the GPU Operator has applied its labels.
                 let layout = current.iter().find(|c| c.node == n.name).map(|c| c.gpus.as_slice());
                 n.transition = n.must_drain.then(|| adopted(n, layout));
                 continue;
@@ -195,16 +197,27 @@ fn step(
     // The one drain rule, against what the node carries: a held node whose target is edited
     // back (or changes only GPUs that run nothing) is released without a drain.
     let held = change == NodeChange::Drain;
-    if held_before && !held {
+    let was_drain = pn.transition.is_some() && pn.must_drain;
+    if held_before && was_drain && !held {
         report.cancelled.push(n.name.clone());
     }
-    // A new target starts held; an unchanged one keeps its phase.
-    let phase = if held_before && labels_of(n) == before { phase } else { Phase::Held };
-    if held && phase == Phase::Failed {
+    // A new target starts held (or applying, when no drain is needed: its labels sync at
+    // once); an unchanged one keeps its phase.
+    let same_target = held_before && labels_of(n) == before;
+    let phase = match (held, same_target, phase) {
+        (_, true, Phase::Failed) => Phase::Failed,
+        (true, true, p) => p,
+        (true, false, _) => Phase::Held,
+        (false, ..) => Phase::Applying,
+    };
+    if phase == Phase::Failed && change != NodeChange::None {
         report.failed.push(n.name.clone());
     }
     n.must_drain = held;
-    n.transition = held.then(|| Transition { phase, carries: carried, target: labels_of(n) });
+    // The idle-GPU gate: a node re-laid out without a drain keeps what it carries in the
+    // synced part (its workloads stay off the new instances) until the cluster confirms it.
+    n.transition =
+        (change != NodeChange::None).then(|| Transition { phase, carries: carried, target: labels_of(n) });
 }
 
 fn pn_target(pn: &PrevNode) -> Labels {
