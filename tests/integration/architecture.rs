@@ -503,13 +503,7 @@ fn function_lengths_count_code_only() {
 
 /// Issue 20's bar for the whole of `src/`: no function of 150 lines or more, at most five over
 /// 100 (lines from `fn` to the closing brace, by [`function_lengths`]).
-///
-/// Ignored until the lead merges the other engineers' splits of the planner's, the renderer's
-/// and the simulator's long functions (session 2: `plan/build.rs::build`,
-/// `plan/assign/{decompose,mod,search}.rs`, `render/mod.rs::render`, …); the lead removes the
-/// `#[ignore]` after that merge.
 #[test]
-#[ignore = "until the other branches' function splits are merged (issue 20); the lead un-ignores it"]
 fn no_function_in_src_is_too_long() {
     let src = Path::new(ROOT).join("src");
     let mut long = Vec::new();
