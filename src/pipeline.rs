@@ -14,7 +14,7 @@
 //! rules. The command layer only reads files and hands the bundle to [`crate::emit`].
 //!
 //! Day 2 ([`compile`] with a previous plan): the chain is re-plan →
-//! render → changes (the rollout waves read the PodDisruptionBudgets of the rendered bundle) →
+//! render → changes (the rollout waves keep the spec's PodDisruptionBudgets) →
 //! the report and `plan.json` rendered again when the changes section is new (no other file
 //! shows it). Stability rule: when the new plan equals the
 //! previous one in everything but its changes section, the previous changes section is kept, so
@@ -164,8 +164,9 @@ pub fn compile(
         repartition_lower_bound: r.repartition_lower_bound,
         from_scratch_gpus: r.from_scratch_gpus,
         from_scratch_cost_per_hour: r.from_scratch_cost_per_hour,
+        advice: r.advice,
     };
-    let fresh = rollout::changes(&prev.plan, &plan, &rollout::budgets(&bundle.files), &facts);
+    let fresh = rollout::changes(&prev.plan, &plan, &rollout::budgets(spec, &plan), &facts);
     let strip = |mut v: serde_json::Value| {
         if let Some(o) = v.as_object_mut() {
             o.remove("changes");

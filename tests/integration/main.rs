@@ -19,6 +19,7 @@ mod parvagpu;
 mod plan;
 mod profiles;
 mod properties;
+mod ratchet;
 mod simulate;
 mod tools;
 mod transition;

@@ -21,6 +21,8 @@ use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostics;
 use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
 use crate::plan::build::{self, Figures};
+use crate::plan::day2::advice;
+use crate::plan::day2::changes::{Advice, NodeChange, node_change};
 use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
 use crate::plan::day2::transition::{self, Observed};
 use crate::plan::problem::{self, Kind, Need, Problem};
@@ -46,6 +48,8 @@ pub struct Replanned {
     pub took_from_scratch: bool,
     /// What the cluster confirmed and what advanced ([`transition::advance`]).
     pub advanced: transition::Report,
+    /// The way down from the ratchet, when the kept plan costs more than a from-scratch one.
+    pub advice: Option<Advice>,
 }
 
 /// How a re-plan treats the previous plan.
@@ -119,9 +123,11 @@ fn replan_with(
             from_scratch_cost_per_hour: fs_cost,
             took_from_scratch: took,
             advanced,
+            advice: None,
         }
     };
-    if spec.change_policy.mode == ChangeMode::Full || options.from_scratch {
+    let reoptimise = spec.change_policy.mode == ChangeMode::Full || options.from_scratch;
+    if reoptimise && spec.change_policy.max_repartitions.is_none() {
         let plan = scratch.get().clone()?;
         notes.push(if options.from_scratch {
             "`--from-scratch`: planned from scratch; running nodes whose layout changes are held for their drain"
@@ -180,16 +186,204 @@ fn replan_with(
             return Ok(finish(scratch.get().clone()?, notes, bound, true, scratch));
         }
     };
-    if let Some(fs) = scratch_ref {
-        if same_placement(&kept, fs) {
-            return Ok(finish(fs.clone(), notes, bound, true, scratch));
+    let Some(fs) = scratch_ref else { return Ok(finish(kept, notes, bound, false, scratch)) };
+    if same_placement(&kept, fs) {
+        return Ok(finish(fs.clone(), notes, bound, true, scratch));
+    }
+    let ctx = Ctx { spec, catalog, problem: &problem, a: &a, fig: &fig };
+    let (plan, took, advice) = conclude(&ctx, kept, fs, (previous, options.observed), reoptimise, &mut notes);
+    let mut r = finish(plan, notes, bound, took, scratch);
+    r.advice = advice;
+    Ok(r)
+}
+
+/// Step 4 once the kept plan and the from-scratch plan differ: the plan taken (the kept one,
+/// the from-scratch one, or a bounded re-optimisation), whether it is a re-optimisation, and
+/// the way down from the ratchet when the kept plan is taken.
+fn conclude(
+    ctx: &Ctx<'_>,
+    kept: Plan,
+    fs: &Plan,
+    cluster: (&Previous, Option<&Observed>),
+    reoptimise: bool,
+    notes: &mut Vec<String>,
+) -> (Plan, bool, Option<Advice>) {
+    let wanted = if reoptimise { Some(String::new()) } else { threshold_reached(ctx.spec, &kept, fs) };
+    let step = match (ctx.spec.change_policy.max_repartitions, wanted) {
+        (_, None) => Step::Keep,
+        (None, Some(note)) => Step::FromScratch(note),
+        (Some(max), Some(note)) => bounded_step(ctx, max, (&kept, fs), cluster, note),
+    };
+    match step {
+        Step::FromScratch(note) => {
+            notes.extend(Some(note).filter(|n| !n.is_empty()));
+            (fs.clone(), true, None)
         }
-        if let Some(note) = threshold_reached(spec, &kept, fs) {
+        Step::Bounded(plan, note) => {
             notes.push(note);
-            return Ok(finish(fs.clone(), notes, bound, true, scratch));
+            (*plan, true, None)
+        }
+        Step::Wait(note) => {
+            notes.push(note);
+            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _)| a);
+            (kept, false, advice)
+        }
+        Step::Keep => {
+            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _)| a);
+            (kept, false, advice)
         }
     }
-    Ok(finish(kept, notes, bound, false, scratch))
+}
+
+/// What the re-plan takes, once the kept plan and the from-scratch plan are known.
+enum Step {
+    /// The kept plan (no re-optimisation asked for, or its saving is below the threshold).
+    Keep,
+    /// The from-scratch plan, with the note that says why (empty: said already).
+    FromScratch(String),
+    /// A bounded re-optimisation (`changePolicy.maxRepartitions`): the plan and its note.
+    Bounded(Box<Plan>, String),
+    /// A bounded re-optimisation waits for held nodes: the kept plan, and the note.
+    Wait(String),
+}
+
+/// The parts of the kept re-plan that a bounded re-optimisation builds on.
+struct Ctx<'c> {
+    spec: &'c Spec,
+    catalog: &'c Catalog,
+    problem: &'c Problem<'c>,
+    /// The kept plan's assignment.
+    a: &'c Assignment,
+    fig: &'c Figures,
+}
+
+/// A re-optimisation under `changePolicy.maxRepartitions: max`: the from-scratch plan when it
+/// drains at most `max` running nodes; else, once no node is held any more, the best set of at
+/// most `max` running nodes re-planned ([`way_down`]) — taken when asked for (`mode: full`,
+/// `--from-scratch`) or when its own saving reaches the threshold. Nothing while a node is held
+/// (one step per confirmation, so that recompiling changes nothing).
+fn bounded_step(
+    ctx: &Ctx<'_>,
+    max: u32,
+    (kept, fs): (&Plan, &Plan),
+    (previous, observed): (&Previous, Option<&Observed>),
+    note: String,
+) -> Step {
+    let held = transition::still_held(previous, observed);
+    if !held.is_empty() {
+        return Step::Wait(format!(
+            "`changePolicy.maxRepartitions: {max}`: the next re-optimisation waits until the cluster confirms the {} held node(s) (`--observed`)",
+            held.len()
+        ));
+    }
+    let drains = running_nodes_changed(fs, previous);
+    if drains <= max as usize {
+        return Step::FromScratch(note);
+    }
+    let Some((advice, plan)) = way_down(ctx, (kept, fs), Some(max as usize)) else { return Step::Keep };
+    let asked = note.is_empty();
+    if !asked && threshold_reached(ctx.spec, kept, &plan).is_none() {
+        return Step::Keep;
+    }
+    Step::Bounded(
+        Box::new(plan),
+        format!(
+            "`changePolicy.maxRepartitions: {max}`: a from-scratch plan would re-partition {drains} running node(s); re-optimised {} only ({} GPU(s) saved)",
+            advice.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            advice.gpus_saved
+        ),
+    )
+}
+
+/// How many running nodes of the previous plan `plan` re-partitions under their pods (named
+/// pools; the drain rule, [`node_change`]).
+fn running_nodes_changed(plan: &Plan, previous: &Previous) -> usize {
+    let prev = previous.nodes();
+    plan.pools
+        .iter()
+        .filter(|p| !p.autoscaled)
+        .flat_map(|p| &p.nodes)
+        .filter(|n| {
+            let pn = prev.get(n.name.as_str()).map(|(_, pn)| *pn);
+            node_change(n, &plan.device_plugin_configs, previous, pn) == NodeChange::Drain
+        })
+        .count()
+}
+
+/// The way down from the ratchet: the smallest set of running nodes of the kept plan (at most
+/// `max` nodes, else [`advice::MAX_NODES`]) whose replicas, re-planned on those nodes only
+/// (the sub-plan of step 3, [`sub_spec`]), save most of the price of stability; the advice and
+/// the kept plan with those nodes re-planned. `None` when the kept plan costs no more than the
+/// from-scratch one or no bounded set saves (module [`advice`] bounds the search).
+fn way_down(ctx: &Ctx<'_>, (kept, fs): (&Plan, &Plan), max: Option<usize>) -> Option<(Advice, Plan)> {
+    let price = kept.quality.gpus_used.saturating_sub(fs.quality.gpus_used);
+    let cost_price = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
+    if price == 0 && cost_price.is_none_or(|c| c <= 1e-9) {
+        return None;
+    }
+    let (problem, a) = (ctx.problem, ctx.a);
+    let used = |(pi, ni): (usize, usize)| -> u32 {
+        a.pools[pi].nodes[ni].gpus.iter().filter(|d| **d != Dev::Unused).count() as u32
+    };
+    let mut plans: BTreeMap<Vec<(usize, usize)>, Plan> = BTreeMap::new();
+    let evaluate = |set: &[(usize, usize)]| -> Option<advice::Saving> {
+        let sub = sub_spec(ctx.spec, problem, a, &BTreeMap::new(), set)?;
+        let p = crate::plan::plan(&sub, ctx.catalog).ok()?;
+        let before: u32 = set.iter().map(|&n| used(n)).sum();
+        let cost_before: Option<f64> = set
+            .iter()
+            .map(|&(pi, ni)| problem.pools[pi].spec.cost_per_gpu_hour.map(|c| c * f64::from(used((pi, ni)))))
+            .sum();
+        let saving = advice::Saving {
+            gpus: before.saturating_sub(p.quality.gpus_used),
+            cost_per_hour: cost_before.zip(p.quality.cost_per_hour).map(|(b, c)| b - c),
+        };
+        plans.insert(set.to_vec(), p);
+        Some(saving)
+    };
+    let found = advice::search(candidates(problem, a), price, max.unwrap_or(advice::MAX_NODES), evaluate)?;
+    let sub = plans.get(&found.nodes)?;
+    let mut merged = a.clone();
+    merge(problem, &mut merged, sub, &found.nodes);
+    recount(problem, &mut merged);
+    trim_autoscaled(problem, &mut merged);
+    let plan = build::build(problem, &merged, ctx.fig).ok()?;
+    let mut nodes: Vec<String> =
+        found.nodes.iter().map(|&(pi, ni)| problem.pools[pi].node_name(ni)).collect();
+    nodes.sort();
+    let advice = Advice {
+        nodes,
+        gpus_saved: kept.quality.gpus_used.saturating_sub(plan.quality.gpus_used),
+        // In cents, as the report prints it (no float noise in `plan.json`).
+        cost_saved_per_hour: kept
+            .quality
+            .cost_per_hour
+            .zip(plan.quality.cost_per_hour)
+            .map(|(k, p)| ((k - p) * 100.0).round() / 100.0),
+        evaluated: found.evaluated,
+    };
+    Some((advice, plan))
+}
+
+/// The running nodes of named pools in the kept assignment, each scored by the GPUs its
+/// replicas leave idle: GPUs in use minus the smallest share each replica could take in its
+/// pool (a node of small replicas on whole GPUs scores high).
+fn candidates(problem: &Problem<'_>, a: &Assignment) -> Vec<((usize, usize), f64)> {
+    let mut need: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for (m, mc) in problem.models.iter().enumerate() {
+        for ((pi, ni, _, _), _) in replicas_of(problem, a, m) {
+            let smallest =
+                mc.options.iter().filter(|o| o.pool == pi).map(|o| o.size).fold(f64::INFINITY, f64::min);
+            *need.entry((pi, ni)).or_insert(0.0) += if smallest.is_finite() { smallest } else { 0.0 };
+        }
+    }
+    need.into_iter()
+        .filter(|((pi, _), _)| !problem.pools[*pi].autoscaled)
+        .map(|((pi, ni), n)| {
+            let used = a.pools[pi].nodes[ni].gpus.iter().filter(|d| **d != Dev::Unused).count() as f64;
+            ((pi, ni), used - n)
+        })
+        .collect()
 }
 
 /// Whether the from-scratch plan saves enough to reach `changePolicy`'s threshold: the note

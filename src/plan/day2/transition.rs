@@ -207,6 +207,22 @@ fn step(
     n.transition = held.then(|| Transition { phase, carries: carried, target: labels_of(n) });
 }
 
+/// The nodes of `previous` still held once `observed` is read (a transition the cluster has not
+/// confirmed): a bounded re-optimisation takes its next step only when there are none.
+pub fn still_held<'p>(previous: &'p Previous, observed: Option<&Observed>) -> Vec<&'p str> {
+    let mut out = Vec::new();
+    for (name, (_, pn)) in previous.nodes() {
+        let Some(t) = &pn.transition else { continue };
+        let target = pn_target(pn);
+        let mig = involves_mig(&t.carries.mig_config, &target.mig_config);
+        let seen = observed.and_then(|o| o.nodes.get(name));
+        if seen.is_none_or(|o| gate(o, &target, mig) != Gate::Confirmed) {
+            out.push(name);
+        }
+    }
+    out
+}
+
 fn pn_target(pn: &PrevNode) -> Labels {
     Labels { mig_config: pn.mig_config.clone(), device_plugin_config: pn.device_plugin_config.clone() }
 }
