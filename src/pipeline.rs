@@ -202,9 +202,11 @@ pub fn compile(
 fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>) {
     let held: Vec<&str> =
         plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.as_str()).collect();
+    // A held node missing from the cluster is in no wave: never listed (it would fail the sync).
+    let missing = changes.map(|c| c.nodes_missing.as_slice()).unwrap_or_default();
     let first: Vec<&str> = match changes.and_then(|c| c.waves.first()) {
         Some(w) => held.iter().copied().filter(|n| w.nodes.iter().any(|x| x == n)).collect(),
-        None => held,
+        None => held.into_iter().filter(|n| !missing.iter().any(|m| m == n)).collect(),
     };
     let files: Vec<String> = first.iter().map(|n| paths::node_drain(n)).collect();
     if bundle.files.contains_key(paths::NODE_DRAIN_KUSTOMIZATION) {

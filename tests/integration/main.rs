@@ -20,6 +20,7 @@ mod plan;
 mod profiles;
 mod properties;
 mod ratchet;
+mod rollout;
 mod simulate;
 mod tools;
 mod transition;

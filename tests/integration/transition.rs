@@ -57,7 +57,7 @@ fn patches(out: &Path, subdir: &str) -> BTreeMap<String, BTreeMap<String, String
 
 /// The configs of the two ConfigMaps: (mig-parted config name → its YAML, device-plugin config
 /// name → its YAML).
-fn configmaps(out: &Path) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+pub(super) fn configmaps(out: &Path) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let read = |rel: &str| -> serde_json::Value {
         let text = std::fs::read_to_string(out.join(rel)).unwrap_or_default();
         serde_saphyr::from_str(&text).unwrap_or(serde_json::Value::Null)

@@ -34,6 +34,10 @@ pub struct Changes {
     /// labels sync with the bundle).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes_configured: Vec<String>,
+    /// Held nodes absent from the last `--observed` file: in no wave until an observation
+    /// lists them again (they block no other node).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes_missing: Vec<String>,
     /// A cheap lower bound on how many nodes any re-plan had to re-partition.
     pub repartition_lower_bound: u32,
     /// Replicas that stop on one node and start on another.

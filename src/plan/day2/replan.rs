@@ -1296,8 +1296,24 @@ fn trim_autoscaled(problem: &Problem<'_>, a: &mut Assignment) {
     }
 }
 
+/// The content-addressed name of a mig-parted config: `<prefix>-<8 hex digits of its
+/// contents' stable hash>` (its JSON in `plan.json`, whose maps are sorted); a hash collision
+/// with a name in `used` gets `-2`, `-3`, … appended.
+fn content_name(prefix: &str, cfg: &crate::plan::MigConfig, used: &BTreeSet<String>) -> String {
+    let text = serde_json::to_string(cfg).unwrap_or_default();
+    let base = format!("{prefix}-{:08x}", crate::spec::names::stable_hash(text.as_bytes()));
+    let mut name = base.clone();
+    let mut i = 2;
+    while used.contains(&name) {
+        name = format!("{base}-{i}");
+        i += 1;
+    }
+    name
+}
+
 /// Keeps the previous plan's mig-parted config names where the new plan has a config with the
-/// same contents, so that unchanged nodes keep their `nvidia.com/mig.config` label value.
+/// same contents, so that unchanged nodes keep their `nvidia.com/mig.config` label value;
+/// configs with new contents get content-addressed names ([`content_name`]).
 fn stabilise_names(plan: &mut Plan, previous: &Previous) {
     let prefix = |name: &str| name.rsplit_once('-').map_or(name.to_owned(), |(p, _)| p.to_owned());
     let mut rename: BTreeMap<String, String> = BTreeMap::new();
@@ -1312,22 +1328,16 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
             rename.insert(name.clone(), old.clone());
         }
     }
-    // Configs with new contents get the first free number of their prefix.
+    // Configs with new contents get a name derived from their contents, so that a name that
+    // left the plan (no node carries it any more, and no later `plan.json` remembers it) is
+    // never given other contents by a later compile.
     let mut used: BTreeSet<String> = taken.clone();
     used.extend(previous.mig_configs.keys().cloned());
-    for name in plan.mig_configs.keys() {
+    for (name, cfg) in &plan.mig_configs {
         if rename.contains_key(name) || name == crate::catalog::migparted::ALL_DISABLED {
             continue;
         }
-        let mut target = name.clone();
-        if used.contains(&target) {
-            let p = prefix(name);
-            let mut i = 1;
-            while used.contains(&format!("{p}-{i}")) {
-                i += 1;
-            }
-            target = format!("{p}-{i}");
-        }
+        let target = content_name(&prefix(name), cfg, &used);
         used.insert(target.clone());
         rename.insert(name.clone(), target);
     }
@@ -1348,8 +1358,43 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Options, replan};
+    use std::collections::BTreeSet;
+
+    use super::{Options, content_name, replan, stabilise_names};
     use crate::bench::{A100, catalog, model, pool, spec};
+    use crate::catalog::migparted::ALL_DISABLED;
+
+    /// A config name the previous plan gave other contents is not reused; new contents get a
+    /// name that depends on the contents only, so a name dropped earlier never comes back with
+    /// other contents.
+    #[test]
+    fn new_config_contents_get_content_addressed_names() {
+        let s =
+            spec("t", vec![pool("a", A100, 1, vec!["n1".to_owned()])], vec![model("m", 9 * 1024, 0.1, 3)]);
+        let mut plan = crate::plan::plan(&s, &catalog()).expect("plans");
+        let (name, cfg) = plan
+            .mig_configs
+            .iter()
+            .find(|(n, _)| n.as_str() != ALL_DISABLED)
+            .map(|(n, c)| (n.clone(), c.clone()))
+            .expect("a MIG config");
+        let mut prev =
+            crate::plan::day2::previous::parse(&serde_json::to_string(&plan).expect("json")).expect("reads");
+        if let Some(c) = prev.mig_configs.get_mut(&name) {
+            c.entries[0].mig_devices.insert("7g.80gb".to_owned(), 1);
+        }
+        stabilise_names(&mut plan, &prev);
+        let now = plan.pools[0].nodes[0].mig_config.clone();
+        assert_ne!(now, name, "the name had other contents before");
+        assert_eq!(now, content_name("gpuplan-a", &cfg, &BTreeSet::new()));
+        assert!(plan.mig_configs.contains_key(&now) && !plan.mig_configs.contains_key(&name));
+        let mut other = cfg.clone();
+        other.entries[0].mig_devices.insert("7g.80gb".to_owned(), 1);
+        let none = BTreeSet::new();
+        assert_ne!(content_name("p", &cfg, &none), content_name("p", &other, &none));
+        let taken = BTreeSet::from([content_name("p", &cfg, &none)]);
+        assert_eq!(content_name("p", &cfg, &taken), format!("{}-2", content_name("p", &cfg, &none)));
+    }
 
     /// A node removed: its small replicas are packed onto MIG instances of GPUs that ran
     /// nothing (no whole GPU each, no drain of the nodes that keep running).

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plan::Plan;
 use crate::plan::day2::changes::{Advice, Changes, ModelChange, ModelCount, NodeChange, Wave, node_change};
-use crate::plan::day2::previous::Previous;
+use crate::plan::day2::previous::{Phase, Previous};
 use crate::spec::Spec;
 use crate::spec::deployment::Budget;
 
@@ -152,7 +152,15 @@ pub fn changes(prev: &Previous, plan: &Plan, budgets: &BTreeMap<String, Budget>,
         .map(|n| n.name.clone())
         .collect();
     ch.nodes_configured.sort();
-    ch.waves = waves(&old, &new, &ch.nodes_repartitioned, budgets);
+    ch.nodes_missing = plan
+        .pools
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .filter(|n| n.transition.as_ref().is_some_and(|t| t.phase == Phase::Missing))
+        .map(|n| n.name.clone())
+        .collect();
+    ch.nodes_missing.sort();
+    ch.waves = waves(&old, &new, &ch.nodes_repartitioned, &ch.nodes_missing, budgets);
     for w in &mut ch.waves {
         w.steps = steps(&w.nodes, w.number, &plan.name);
     }
@@ -199,14 +207,19 @@ fn ready(
 /// Groups the re-partitioned nodes into waves: each wave takes, in name order, every pending
 /// node whose drain keeps all models at or above their budget together with the others of the
 /// wave; a node that no order can drain within budget goes alone, marked `belowBudget`.
+/// `missing` nodes (held, absent from the last `--observed` file) are in no wave and run
+/// nothing: their replicas count against the budgets, and they block no other node.
 pub fn waves(
     old: &BTreeMap<String, BTreeMap<String, u32>>,
     new: &BTreeMap<String, BTreeMap<String, u32>>,
     repartitioned: &[String],
+    missing: &[String],
     budgets: &BTreeMap<String, Budget>,
 ) -> Vec<Wave> {
     let changed: BTreeSet<&str> = repartitioned.iter().map(String::as_str).collect();
-    let mut pending: Vec<&str> = repartitioned.iter().map(String::as_str).collect();
+    let gone: BTreeSet<&str> = missing.iter().map(String::as_str).collect();
+    let mut pending: Vec<&str> =
+        repartitioned.iter().map(String::as_str).filter(|n| !gone.contains(n)).collect();
     let mut done: BTreeSet<&str> = BTreeSet::new();
     let models: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     let desired = |m: &str| new.get(m).map_or(0, |x| x.values().sum::<u32>());
@@ -215,8 +228,8 @@ pub fn waves(
         for m in &models {
             let Some(b) = budgets.get(m.as_str()) else { continue };
             let need = b.min_ready(desired(m));
-            let before = ready(old, new, &changed, done, &BTreeSet::new(), m);
-            let during = ready(old, new, &changed, done, draining, m);
+            let before = ready(old, new, &changed, done, &gone, m);
+            let during = ready(old, new, &changed, done, &draining.union(&gone).copied().collect(), m);
             // Only evictions count: a model already below its budget before the wave (its new
             // replicas wait for this wave) must not lose more.
             if during < need && during < before {
@@ -385,6 +398,12 @@ pub fn summary_lines(ch: &Changes) -> String {
             ch.nodes_configured.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ));
     }
+    if !ch.nodes_missing.is_empty() {
+        s.push_str(&format!(
+            "- held nodes missing from the cluster (not in the last `--observed` file; in no wave, they block nothing else): {}\n",
+            ch.nodes_missing.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
     s.push_str(&format!("- replicas moved: {}\n", ch.replicas_moved));
     if let Some(a) = &ch.advice {
         s.push_str(&advice_line(a, ch));
@@ -435,11 +454,11 @@ mod tests {
         let new = old.clone();
         let nodes = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
         let b = BTreeMap::from([("a".to_owned(), Budget::MaxUnavailable(IntOrPercent::Int(1)))]);
-        let w = waves(&old, &new, &nodes, &b);
+        let w = waves(&old, &new, &nodes, &[], &b);
         assert_eq!(w.len(), 3);
         assert!(w.iter().all(|w| w.nodes.len() == 1 && w.below_budget.is_empty()));
         // Without a budget, one wave.
-        assert_eq!(waves(&old, &new, &nodes, &BTreeMap::new()).len(), 1);
+        assert_eq!(waves(&old, &new, &nodes, &[], &BTreeMap::new()).len(), 1);
     }
 
     #[test]

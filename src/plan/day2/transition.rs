@@ -20,6 +20,9 @@
 //!   on GPUs that run nothing);
 //! - nothing advances without an observation: without `--observed`, a compile over its own
 //!   output changes nothing;
+//! - a held node that an `--observed` file does not list is `missing`: it stays held, and the
+//!   rollout leaves it out of its waves, so that it blocks no other node, until an observation
+//!   lists it again;
 //! - autoscaled pools have template nodes, not nodes to hold: their `must_drain` says whether
 //!   the template's change would need a drain, and they carry no transition.
 
@@ -142,6 +145,17 @@ pub fn advance(plan: &mut Plan, spec: &Spec, previous: &Previous, observed: Opti
             };
             let seen = observed.and_then(|o| o.nodes.get(&n.name));
             step(n, pn, seen, &configs, previous, &mut report);
+            if observed.is_some()
+                && seen.is_none()
+                && let Some(t) = &mut n.transition
+            {
+                // Absent from the cluster's word: held, and out of the waves (blocks nothing).
+                t.phase = Phase::Missing;
+                report.notes.push(format!(
+                    "held node `{}` is not in the `--observed` file: it stays held and is in no rollout wave until an observation lists it again",
+                    n.name
+                ));
+            }
         }
     }
     keep_carried_configs(plan, previous, &mut report);
