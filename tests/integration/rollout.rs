@@ -120,9 +120,8 @@ fn a_held_node_missing_from_the_cluster_blocks_no_other_node() {
 }
 
 /// Multi-week histories (every other week `--from-scratch`) where the cluster applies every held
-/// change each week: no mig-parted
-/// or device-plugin config name ever comes back with other contents, also after it left the
-/// ConfigMaps (no node carried it any more).
+/// change each week: no mig-parted or device-plugin config name ever comes back with other
+/// contents, also after it left the ConfigMaps (no node carried it any more).
 #[test]
 fn config_names_never_change_their_contents_over_a_history() {
     let mut failures = Vec::new();

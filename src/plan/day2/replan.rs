@@ -225,11 +225,11 @@ fn conclude(
         }
         Step::Wait(note) => {
             notes.push(note);
-            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _)| a);
+            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _, _)| a);
             (kept, false, advice)
         }
         Step::Keep => {
-            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _)| a);
+            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _, _)| a);
             (kept, false, advice)
         }
     }
@@ -280,20 +280,40 @@ fn bounded_step(
     if drains <= max as usize {
         return Step::FromScratch(note);
     }
-    let Some((advice, plan)) = way_down(ctx, (kept, fs), Some(max as usize)) else { return Step::Keep };
+    // Steps whose nodes need no drain (only idle GPUs change) are repeated in this compile, so
+    // that the next compile, finding nothing held, does not take another: at most
+    // `BOUNDED_STEPS`, and the last one taken is the only one that drains.
     let asked = note.is_empty();
-    if !asked && threshold_reached(ctx.spec, kept, &plan).is_none() {
+    let (mut a, mut current, mut nodes) = (ctx.a.clone(), kept.clone(), Vec::new());
+    for _ in 0..BOUNDED_STEPS {
+        let here = Ctx { a: &a, ..*ctx };
+        let Some((advice, plan, merged)) = way_down(&here, (&current, fs), Some(max as usize)) else { break };
+        if !asked && threshold_reached(ctx.spec, &current, &plan).is_none() {
+            break;
+        }
+        nodes.extend(advice.nodes);
+        (a, current) = (merged, plan);
+        if running_nodes_changed(&current, previous) > 0 {
+            break;
+        }
+    }
+    if nodes.is_empty() {
         return Step::Keep;
     }
+    nodes.sort();
+    nodes.dedup();
     Step::Bounded(
-        Box::new(plan),
+        Box::new(current.clone()),
         format!(
             "`changePolicy.maxRepartitions: {max}`: a from-scratch plan would re-partition {drains} running node(s); re-optimised {} only ({} GPU(s) saved)",
-            advice.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
-            advice.gpus_saved
+            nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            kept.quality.gpus_used.saturating_sub(current.quality.gpus_used)
         ),
     )
 }
+
+/// The most bounded re-optimisation steps one compile takes (see [`bounded_step`]).
+const BOUNDED_STEPS: usize = 4;
 
 /// How many running nodes of the previous plan `plan` re-partitions under their pods (named
 /// pools; the drain rule, [`node_change`]).
@@ -315,7 +335,11 @@ fn running_nodes_changed(plan: &Plan, previous: &Previous) -> usize {
 /// (the sub-plan of step 3, [`sub_spec`]), save most of the price of stability; the advice and
 /// the kept plan with those nodes re-planned. `None` when the kept plan costs no more than the
 /// from-scratch one or no bounded set saves (module [`advice`] bounds the search).
-fn way_down(ctx: &Ctx<'_>, (kept, fs): (&Plan, &Plan), max: Option<usize>) -> Option<(Advice, Plan)> {
+fn way_down(
+    ctx: &Ctx<'_>,
+    (kept, fs): (&Plan, &Plan),
+    max: Option<usize>,
+) -> Option<(Advice, Plan, Assignment)> {
     let price = kept.quality.gpus_used.saturating_sub(fs.quality.gpus_used);
     let cost_price = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
     if price == 0 && cost_price.is_none_or(|c| c <= 1e-9) {
@@ -362,7 +386,7 @@ fn way_down(ctx: &Ctx<'_>, (kept, fs): (&Plan, &Plan), max: Option<usize>) -> Op
             .map(|(k, p)| ((k - p) * 100.0).round() / 100.0),
         evaluated: found.evaluated,
     };
-    Some((advice, plan))
+    Some((advice, plan, merged))
 }
 
 /// The running nodes of named pools in the kept assignment, each scored by the GPUs its
