@@ -14,7 +14,7 @@
 //! rules. The command layer only reads files and hands the bundle to [`crate::emit`].
 //!
 //! Day 2 ([`compile`] with a previous plan): the chain is re-plan →
-//! render → changes (the rollout waves read the PodDisruptionBudgets of the rendered bundle) →
+//! render → changes (the rollout waves keep the spec's PodDisruptionBudgets) →
 //! the bundle rendered again with the changes section (the report and `plan.json` show it, and
 //! the synced part keeps carried replicas on the nodes drained after the first wave). Stability rule: when the new plan equals the
 //! previous one in everything but its changes section, the previous changes section is kept, so
@@ -172,8 +172,9 @@ pub fn compile(
         repartition_lower_bound: r.repartition_lower_bound,
         from_scratch_gpus: r.from_scratch_gpus,
         from_scratch_cost_per_hour: r.from_scratch_cost_per_hour,
+        advice: r.advice,
     };
-    let fresh = rollout::changes(&prev.plan, &plan, &rollout::budgets(&bundle.files), &facts);
+    let fresh = rollout::changes(&prev.plan, &plan, &rollout::budgets(spec, &plan), &facts);
     let strip = |mut v: serde_json::Value| {
         if let Some(o) = v.as_object_mut() {
             o.remove("changes");
@@ -208,10 +209,12 @@ pub fn compile(
 fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>) {
     let held: Vec<&str> =
         plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.as_str()).collect();
+    // A held node missing from the cluster is in no wave: never listed (it would fail the sync).
+    let missing = changes.map(|c| c.nodes_missing.as_slice()).unwrap_or_default();
     let first: Vec<&str> = match changes.and_then(|c| c.waves.first()) {
         _ if !gated(plan).is_empty() => Vec::new(),
         Some(w) => held.iter().copied().filter(|n| w.nodes.iter().any(|x| x == n)).collect(),
-        None => held,
+        None => held.into_iter().filter(|n| !missing.iter().any(|m| m == n)).collect(),
     };
     let files: Vec<String> = first.iter().map(|n| paths::node_drain(n)).collect();
     if bundle.files.contains_key(paths::NODE_DRAIN_KUSTOMIZATION) {

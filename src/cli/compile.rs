@@ -14,7 +14,7 @@ use crate::emit::{self, ChangeKind, Mode, Outcome};
 use crate::pipeline::{Failure, Over};
 use crate::plan::day2::changes::Changes;
 use crate::plan::day2::previous::PreviousInput;
-use crate::plan::day2::rollout::summary_lines;
+use crate::plan::day2::rollout::{advice_line, summary_lines};
 use crate::plan::day2::transition::{Observed, Report};
 use crate::render::Templates;
 
@@ -306,7 +306,9 @@ fn print_summary(ctx: &Ctx, mode: Mode, changes: Option<&Changes>) -> anyhow::Re
     }
     let Some(ch) = changes else { return Ok(()) };
     let text = if ch.is_empty() {
-        "Plan changes against the committed plan: none\n".to_owned()
+        // The way down from the ratchet is worth saying also when nothing changes.
+        let advice = ch.advice.as_ref().map_or_else(String::new, |a| advice_line(a, ch));
+        format!("Plan changes against the committed plan: none\n{advice}")
     } else {
         format!("Plan changes against the committed plan:\n{}", summary_lines(ch))
     };

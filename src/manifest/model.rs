@@ -375,6 +375,12 @@ pub struct ChangePolicy {
     /// today's layouts (pools with `costPerGpuHour`). Default: never.
     #[schemars(extend("exclusiveMinimum" = 0.0))]
     pub reoptimize_when_saving_cost_per_hour: Option<Sp<f64>>,
+    /// At most this many running nodes re-partitioned (held for a drain) by one re-optimisation
+    /// (`mode: full`, the thresholds above, `compile --from-scratch`): when a from-scratch plan
+    /// would drain more, the compile re-plans the best such set of nodes instead, and the next
+    /// step waits until the cluster confirms these (`--observed`). Default: no bound.
+    #[schemars(range(min = 1))]
+    pub max_repartitions: Option<Sp<i128>>,
     #[schemars(skip)]
     pub span: Option<Span>,
 }

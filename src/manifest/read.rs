@@ -93,7 +93,7 @@ pub(super) const BUDGET_FIELDS: &[&str] = &["maxUnavailable", "minAvailable"];
 pub(super) const POLICY_FIELDS: &[&str] =
     &["llmNeverTimeSliced", "maxTimeSlicingReplicas", "memoryHeadroom", "timeSlicingEfficiency"];
 pub(super) const CHANGE_POLICY_FIELDS: &[&str] =
-    &["mode", "reoptimizeWhenSavingGpus", "reoptimizeWhenSavingCostPerHour"];
+    &["mode", "reoptimizeWhenSavingGpus", "reoptimizeWhenSavingCostPerHour", "maxRepartitions"];
 pub(super) const MODEL_FIELDS: &[&str] = &[
     "name",
     "image",
@@ -632,6 +632,7 @@ impl Reader {
             reoptimize_when_saving_gpus: self.opt(&o, "reoptimizeWhenSavingGpus", |r, n| r.int(n)),
             reoptimize_when_saving_cost_per_hour: self
                 .opt(&o, "reoptimizeWhenSavingCostPerHour", |r, n| r.number(n)),
+            max_repartitions: self.opt(&o, "maxRepartitions", |r, n| r.int(n)),
             span: self.doc_span(node),
         })
     }

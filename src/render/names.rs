@@ -44,7 +44,7 @@ pub(super) fn shorten(name: &str, max: usize) -> String {
     if name.len() <= max {
         return name.to_owned();
     }
-    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let hash = crate::spec::names::stable_hash(name.as_bytes());
     let head: String = name.chars().take(max.saturating_sub(9)).collect();
     format!("{}-{hash:08x}", head.trim_end_matches(['-', '.', '_']))
 }

@@ -22,6 +22,8 @@ pub struct ChangePolicy {
     pub reoptimize_when_saving_gpus: Option<u32>,
     /// Re-plan from scratch when that costs at least this much less per hour (priced pools).
     pub reoptimize_when_saving_cost_per_hour: Option<f64>,
+    /// At most this many running nodes re-partitioned by one re-optimisation (`None`: no bound).
+    pub max_repartitions: Option<u32>,
 }
 
 /// Checks the block; every problem is pushed to `diags`.
@@ -51,6 +53,15 @@ pub(super) fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePoli
             diags.push(error(codes::INVALID_VALUE, &c.span, message, "out of range", help));
         }
     }
+    if let Some(n) = &raw.max_repartitions {
+        if (1..=i128::from(u32::MAX)).contains(&n.value) {
+            out.max_repartitions = u32::try_from(n.value).ok();
+        } else {
+            let message = format!("`changePolicy.maxRepartitions` is {}; it must be at least 1", n.value);
+            let help = "give a whole number of nodes, 1 or more, or leave the field out for no bound";
+            diags.push(error(codes::INVALID_VALUE, &n.span, message, "out of range", help));
+        }
+    }
     out
 }
 
@@ -78,11 +89,12 @@ mod tests {
             mode: Some(sp(ChangeMode::Full)),
             reoptimize_when_saving_gpus: Some(sp(0)),
             reoptimize_when_saving_cost_per_hour: Some(sp(-1.0)),
+            max_repartitions: Some(sp(0)),
             span: None,
         };
         let p = validate(Some(&raw), &mut d);
         assert_eq!(p.mode, ChangeMode::Full);
-        assert_eq!(d.iter().count(), 2);
+        assert_eq!(d.iter().count(), 3);
         assert!(d.has_errors());
     }
 }

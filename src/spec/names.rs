@@ -164,6 +164,13 @@ pub(crate) fn image(reference: &str) -> Result<(), String> {
     }
 }
 
+/// The 32-bit FNV-1a hash of `bytes`: the one stable hash behind the names gpuplan derives
+/// from contents (shortened object names, content-addressed config names). Never changes:
+/// names made with it are committed in users' bundles.
+pub(crate) fn stable_hash(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{

@@ -19,6 +19,8 @@ mod parvagpu;
 mod plan;
 mod profiles;
 mod properties;
+mod ratchet;
+mod rollout;
 mod simulate;
 mod tools;
 mod transition;

@@ -16,7 +16,7 @@ use super::day2::{
 };
 
 /// Runs gpuplan; (exit code, stdout, stderr). Exit 2 is gpuplan's bug and fails the test.
-fn run(args: &[&str], at: &Path) -> (i32, String, String) {
+pub(super) fn run(args: &[&str], at: &Path) -> (i32, String, String) {
     let o = gpuplan().args(args).current_dir(at).output().expect("runs gpuplan");
     let code = o.status.code().unwrap_or(-1);
     let (out, err) =
@@ -57,7 +57,7 @@ fn patches(out: &Path, subdir: &str) -> BTreeMap<String, BTreeMap<String, String
 
 /// The configs of the two ConfigMaps: (mig-parted config name → its YAML, device-plugin config
 /// name → its YAML).
-fn configmaps(out: &Path) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+pub(super) fn configmaps(out: &Path) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let read = |rel: &str| -> serde_json::Value {
         let text = std::fs::read_to_string(out.join(rel)).unwrap_or_default();
         serde_saphyr::from_str(&text).unwrap_or(serde_json::Value::Null)
@@ -79,7 +79,7 @@ fn configmaps(out: &Path) -> (BTreeMap<String, String>, BTreeMap<String, String>
 
 /// `kubectl get nodes -o json` for a cluster whose nodes carry what `plan` says they carry,
 /// except `confirm`, which carries its target with `nvidia.com/mig.config.state=<state>`.
-fn observed(plan: &serde_json::Value, confirm: Option<&str>, state: &str) -> String {
+pub(super) fn observed(plan: &serde_json::Value, confirm: Option<&str>, state: &str) -> String {
     let items: Vec<serde_json::Value> = nodes(plan)
         .iter()
         .map(|(name, n)| {
@@ -116,7 +116,7 @@ fn observed(plan: &serde_json::Value, confirm: Option<&str>, state: &str) -> Str
 }
 
 /// The nodes held back in a plan.json, with what they carry.
-fn held(plan: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+pub(super) fn held(plan: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
     nodes(plan)
         .into_iter()
         .filter(|(_, n)| n["transition"].is_object())

@@ -1,8 +1,8 @@
 //! Day 2: the changes section of `plan.json` and how one node's configuration changes.
 //!
 //! In: a node of the new plan and its previous state. Out: the [`Changes`] types (models added,
-//! removed and moved, nodes re-partitioned, the rollout [`Wave`]s) and [`node_change`], the one
-//! rule that says whether a node's change needs a drain. The re-planner ([`super::replan`])
+//! removed and moved, nodes re-partitioned, the rollout [`Wave`]s, the [`Advice`]) and
+//! [`node_change`], the one rule that says whether a node's change needs a drain. The re-planner ([`super::replan`])
 //! and the rollout ([`super::rollout`]) both use it; this file imports neither.
 
 use std::collections::BTreeMap;
@@ -34,12 +34,35 @@ pub struct Changes {
     /// labels sync with the bundle).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes_configured: Vec<String>,
+    /// Held nodes absent from the last `--observed` file: in no wave until an observation
+    /// lists them again (they block no other node).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes_missing: Vec<String>,
     /// A cheap lower bound on how many nodes any re-plan had to re-partition.
     pub repartition_lower_bound: u32,
     /// Replicas that stop on one node and start on another.
     pub replicas_moved: u32,
     pub waves: Vec<Wave>,
     pub notes: Vec<String>,
+    /// The way down from the ratchet: the smallest re-optimisation found that recovers most of
+    /// the price of stability (absent when there is none to recover, or no bounded one saves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<Advice>,
+}
+
+/// A bounded re-optimisation: re-partition these running nodes (re-planning their replicas on
+/// them) and the plan uses `gpusSaved` GPUs fewer (docs/planner.md, "A way down from the
+/// ratchet").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Advice {
+    /// The nodes to re-partition (each drained), in name order.
+    pub nodes: Vec<String>,
+    pub gpus_saved: u32,
+    /// Saved per hour, on priced pools.
+    pub cost_saved_per_hour: Option<f64>,
+    /// Sub-plans solved to find it (the search is bounded: docs/planner.md).
+    pub evaluated: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

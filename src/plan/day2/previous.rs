@@ -74,6 +74,9 @@ pub enum Phase {
     Applying,
     /// The MIG manager reported `nvidia.com/mig.config.state=failed` for the new labels.
     Failed,
+    /// The last `--observed` file did not list the node (gone from the cluster, or not yet
+    /// back): it stays held and is in no rollout wave until an observation shows it again.
+    Missing,
 }
 
 /// The two labels gpuplan sets that the GPU Operator acts on.

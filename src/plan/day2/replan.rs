@@ -21,6 +21,8 @@ use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostics;
 use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
 use crate::plan::build::{self, Figures};
+use crate::plan::day2::advice;
+use crate::plan::day2::changes::{Advice, NodeChange, node_change};
 use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
 use crate::plan::day2::transition::{self, Observed};
 use crate::plan::problem::{self, Kind, Need, Problem};
@@ -46,6 +48,8 @@ pub struct Replanned {
     pub took_from_scratch: bool,
     /// What the cluster confirmed and what advanced ([`transition::advance`]).
     pub advanced: transition::Report,
+    /// The way down from the ratchet, when the kept plan costs more than a from-scratch one.
+    pub advice: Option<Advice>,
 }
 
 /// How a re-plan treats the previous plan.
@@ -119,9 +123,11 @@ fn replan_with(
             from_scratch_cost_per_hour: fs_cost,
             took_from_scratch: took,
             advanced,
+            advice: None,
         }
     };
-    if spec.change_policy.mode == ChangeMode::Full || options.from_scratch {
+    let reoptimise = spec.change_policy.mode == ChangeMode::Full || options.from_scratch;
+    if reoptimise && spec.change_policy.max_repartitions.is_none() {
         let plan = scratch.get().clone()?;
         notes.push(if options.from_scratch {
             "`--from-scratch`: planned from scratch; running nodes whose layout changes are held for their drain"
@@ -180,16 +186,228 @@ fn replan_with(
             return Ok(finish(scratch.get().clone()?, notes, bound, true, scratch));
         }
     };
-    if let Some(fs) = scratch_ref {
-        if same_placement(&kept, fs) {
-            return Ok(finish(fs.clone(), notes, bound, true, scratch));
+    let Some(fs) = scratch_ref else { return Ok(finish(kept, notes, bound, false, scratch)) };
+    if same_placement(&kept, fs) {
+        return Ok(finish(fs.clone(), notes, bound, true, scratch));
+    }
+    let ctx = Ctx { spec, catalog, problem: &problem, a: &a, fig: &fig };
+    let (plan, took, advice) = conclude(&ctx, kept, fs, (previous, options.observed), reoptimise, &mut notes);
+    let mut r = finish(plan, notes, bound, took, scratch);
+    r.advice = advice;
+    Ok(r)
+}
+
+/// Step 4 once the kept plan and the from-scratch plan differ: the plan taken (the kept one,
+/// the from-scratch one, or a bounded re-optimisation), whether it is a re-optimisation, and
+/// the way down from the ratchet when the kept plan is taken.
+fn conclude(
+    ctx: &Ctx<'_>,
+    kept: Plan,
+    fs: &Plan,
+    cluster: (&Previous, Option<&Observed>),
+    reoptimise: bool,
+    notes: &mut Vec<String>,
+) -> (Plan, bool, Option<Advice>) {
+    let wanted = if reoptimise { Some(String::new()) } else { threshold_reached(ctx.spec, &kept, fs) };
+    let step = match (ctx.spec.change_policy.max_repartitions, wanted) {
+        (_, None) => Step::Keep,
+        (None, Some(note)) => Step::FromScratch(note),
+        (Some(max), Some(note)) => bounded_step(ctx, max, (&kept, fs), cluster, note),
+    };
+    match step {
+        Step::FromScratch(note) => {
+            notes.extend(Some(note).filter(|n| !n.is_empty()));
+            (fs.clone(), true, None)
         }
-        if let Some(note) = threshold_reached(spec, &kept, fs) {
+        Step::Bounded(plan, note) => {
             notes.push(note);
-            return Ok(finish(fs.clone(), notes, bound, true, scratch));
+            (*plan, true, None)
+        }
+        Step::Wait(note) => {
+            notes.push(note);
+            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _, _)| a);
+            (kept, false, advice)
+        }
+        Step::Keep => {
+            let advice = way_down(ctx, (&kept, fs), None).map(|(a, _, _)| a);
+            (kept, false, advice)
         }
     }
-    Ok(finish(kept, notes, bound, false, scratch))
+}
+
+/// What the re-plan takes, once the kept plan and the from-scratch plan are known.
+enum Step {
+    /// The kept plan (no re-optimisation asked for, or its saving is below the threshold).
+    Keep,
+    /// The from-scratch plan, with the note that says why (empty: said already).
+    FromScratch(String),
+    /// A bounded re-optimisation (`changePolicy.maxRepartitions`): the plan and its note.
+    Bounded(Box<Plan>, String),
+    /// A bounded re-optimisation waits for held nodes: the kept plan, and the note.
+    Wait(String),
+}
+
+/// The parts of the kept re-plan that a bounded re-optimisation builds on.
+struct Ctx<'c> {
+    spec: &'c Spec,
+    catalog: &'c Catalog,
+    problem: &'c Problem<'c>,
+    /// The kept plan's assignment.
+    a: &'c Assignment,
+    fig: &'c Figures,
+}
+
+/// A re-optimisation under `changePolicy.maxRepartitions: max`: the from-scratch plan when it
+/// drains at most `max` running nodes; else, once no node is held any more, the best set of at
+/// most `max` running nodes re-planned ([`way_down`]) — taken when asked for (`mode: full`,
+/// `--from-scratch`) or when its own saving reaches the threshold. Nothing while a node is held
+/// (one step per confirmation, so that recompiling changes nothing).
+fn bounded_step(
+    ctx: &Ctx<'_>,
+    max: u32,
+    (kept, fs): (&Plan, &Plan),
+    (previous, observed): (&Previous, Option<&Observed>),
+    note: String,
+) -> Step {
+    let held = transition::still_held(previous, observed);
+    if !held.is_empty() {
+        return Step::Wait(format!(
+            "`changePolicy.maxRepartitions: {max}`: the next re-optimisation waits until the cluster confirms the {} held node(s) (`--observed`)",
+            held.len()
+        ));
+    }
+    let drains = running_nodes_changed(fs, previous);
+    if drains <= max as usize {
+        return Step::FromScratch(note);
+    }
+    // Steps whose nodes need no drain (only idle GPUs change) are repeated in this compile, so
+    // that the next compile, finding nothing held, does not take another: at most
+    // `BOUNDED_STEPS`, and the last one taken is the only one that drains.
+    let asked = note.is_empty();
+    let (mut a, mut current, mut nodes) = (ctx.a.clone(), kept.clone(), Vec::new());
+    for _ in 0..BOUNDED_STEPS {
+        let here = Ctx { a: &a, ..*ctx };
+        let Some((advice, plan, merged)) = way_down(&here, (&current, fs), Some(max as usize)) else { break };
+        if !asked && threshold_reached(ctx.spec, &current, &plan).is_none() {
+            break;
+        }
+        nodes.extend(advice.nodes);
+        (a, current) = (merged, plan);
+        if running_nodes_changed(&current, previous) > 0 {
+            break;
+        }
+    }
+    if nodes.is_empty() {
+        return Step::Keep;
+    }
+    nodes.sort();
+    nodes.dedup();
+    Step::Bounded(
+        Box::new(current.clone()),
+        format!(
+            "`changePolicy.maxRepartitions: {max}`: a from-scratch plan would re-partition {drains} running node(s); re-optimised {} only ({} GPU(s) saved)",
+            nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            kept.quality.gpus_used.saturating_sub(current.quality.gpus_used)
+        ),
+    )
+}
+
+/// The most bounded re-optimisation steps one compile takes (see [`bounded_step`]).
+const BOUNDED_STEPS: usize = 4;
+
+/// How many running nodes of the previous plan `plan` re-partitions under their pods (named
+/// pools; the drain rule, [`node_change`]).
+fn running_nodes_changed(plan: &Plan, previous: &Previous) -> usize {
+    let prev = previous.nodes();
+    plan.pools
+        .iter()
+        .filter(|p| !p.autoscaled)
+        .flat_map(|p| &p.nodes)
+        .filter(|n| {
+            let pn = prev.get(n.name.as_str()).map(|(_, pn)| *pn);
+            node_change(n, &plan.device_plugin_configs, previous, pn) == NodeChange::Drain
+        })
+        .count()
+}
+
+/// The way down from the ratchet: the smallest set of running nodes of the kept plan (at most
+/// `max` nodes, else [`advice::MAX_NODES`]) whose replicas, re-planned on those nodes only
+/// (the sub-plan of step 3, [`sub_spec`]), save most of the price of stability; the advice and
+/// the kept plan with those nodes re-planned. `None` when the kept plan costs no more than the
+/// from-scratch one or no bounded set saves (module [`advice`] bounds the search).
+fn way_down(
+    ctx: &Ctx<'_>,
+    (kept, fs): (&Plan, &Plan),
+    max: Option<usize>,
+) -> Option<(Advice, Plan, Assignment)> {
+    let price = kept.quality.gpus_used.saturating_sub(fs.quality.gpus_used);
+    let cost_price = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
+    if price == 0 && cost_price.is_none_or(|c| c <= 1e-9) {
+        return None;
+    }
+    let (problem, a) = (ctx.problem, ctx.a);
+    let used = |(pi, ni): (usize, usize)| -> u32 {
+        a.pools[pi].nodes[ni].gpus.iter().filter(|d| **d != Dev::Unused).count() as u32
+    };
+    let mut plans: BTreeMap<Vec<(usize, usize)>, Plan> = BTreeMap::new();
+    let evaluate = |set: &[(usize, usize)]| -> Option<advice::Saving> {
+        let sub = sub_spec(ctx.spec, problem, a, &BTreeMap::new(), set)?;
+        let p = crate::plan::plan(&sub, ctx.catalog).ok()?;
+        let before: u32 = set.iter().map(|&n| used(n)).sum();
+        let cost_before: Option<f64> = set
+            .iter()
+            .map(|&(pi, ni)| problem.pools[pi].spec.cost_per_gpu_hour.map(|c| c * f64::from(used((pi, ni)))))
+            .sum();
+        let saving = advice::Saving {
+            gpus: before.saturating_sub(p.quality.gpus_used),
+            cost_per_hour: cost_before.zip(p.quality.cost_per_hour).map(|(b, c)| b - c),
+        };
+        plans.insert(set.to_vec(), p);
+        Some(saving)
+    };
+    let found = advice::search(candidates(problem, a), price, max.unwrap_or(advice::MAX_NODES), evaluate)?;
+    let sub = plans.get(&found.nodes)?;
+    let mut merged = a.clone();
+    merge(problem, &mut merged, sub, &found.nodes);
+    recount(problem, &mut merged);
+    trim_autoscaled(problem, &mut merged);
+    let plan = build::build(problem, &merged, ctx.fig).ok()?;
+    let mut nodes: Vec<String> =
+        found.nodes.iter().map(|&(pi, ni)| problem.pools[pi].node_name(ni)).collect();
+    nodes.sort();
+    let advice = Advice {
+        nodes,
+        gpus_saved: kept.quality.gpus_used.saturating_sub(plan.quality.gpus_used),
+        // In cents, as the report prints it (no float noise in `plan.json`).
+        cost_saved_per_hour: kept
+            .quality
+            .cost_per_hour
+            .zip(plan.quality.cost_per_hour)
+            .map(|(k, p)| ((k - p) * 100.0).round() / 100.0),
+        evaluated: found.evaluated,
+    };
+    Some((advice, plan, merged))
+}
+
+/// The running nodes of named pools in the kept assignment, each scored by the GPUs its
+/// replicas leave idle: GPUs in use minus the smallest share each replica could take in its
+/// pool (a node of small replicas on whole GPUs scores high).
+fn candidates(problem: &Problem<'_>, a: &Assignment) -> Vec<((usize, usize), f64)> {
+    let mut need: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for (m, mc) in problem.models.iter().enumerate() {
+        for ((pi, ni, _, _), _) in replicas_of(problem, a, m) {
+            let smallest =
+                mc.options.iter().filter(|o| o.pool == pi).map(|o| o.size).fold(f64::INFINITY, f64::min);
+            *need.entry((pi, ni)).or_insert(0.0) += if smallest.is_finite() { smallest } else { 0.0 };
+        }
+    }
+    need.into_iter()
+        .filter(|((pi, _), _)| !problem.pools[*pi].autoscaled)
+        .map(|((pi, ni), n)| {
+            let used = a.pools[pi].nodes[ni].gpus.iter().filter(|d| **d != Dev::Unused).count() as f64;
+            ((pi, ni), used - n)
+        })
+        .collect()
 }
 
 /// Whether the from-scratch plan saves enough to reach `changePolicy`'s threshold: the note
@@ -1104,8 +1322,24 @@ fn trim_autoscaled(problem: &Problem<'_>, a: &mut Assignment) {
     }
 }
 
+/// The content-addressed name of a mig-parted config: `<prefix>-<8 hex digits of its
+/// contents' stable hash>` (its JSON in `plan.json`, whose maps are sorted); a hash collision
+/// with a name in `used` gets `-2`, `-3`, … appended.
+fn content_name(prefix: &str, cfg: &crate::plan::MigConfig, used: &BTreeSet<String>) -> String {
+    let text = serde_json::to_string(cfg).unwrap_or_default();
+    let base = format!("{prefix}-{:08x}", crate::spec::names::stable_hash(text.as_bytes()));
+    let mut name = base.clone();
+    let mut i = 2;
+    while used.contains(&name) {
+        name = format!("{base}-{i}");
+        i += 1;
+    }
+    name
+}
+
 /// Keeps the previous plan's mig-parted config names where the new plan has a config with the
-/// same contents, so that unchanged nodes keep their `nvidia.com/mig.config` label value.
+/// same contents, so that unchanged nodes keep their `nvidia.com/mig.config` label value;
+/// configs with new contents get content-addressed names ([`content_name`]).
 fn stabilise_names(plan: &mut Plan, previous: &Previous) {
     let prefix = |name: &str| name.rsplit_once('-').map_or(name.to_owned(), |(p, _)| p.to_owned());
     let mut rename: BTreeMap<String, String> = BTreeMap::new();
@@ -1120,22 +1354,16 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
             rename.insert(name.clone(), old.clone());
         }
     }
-    // Configs with new contents get the first free number of their prefix.
+    // Configs with new contents get a name derived from their contents, so that a name that
+    // left the plan (no node carries it any more, and no later `plan.json` remembers it) is
+    // never given other contents by a later compile.
     let mut used: BTreeSet<String> = taken.clone();
     used.extend(previous.mig_configs.keys().cloned());
-    for name in plan.mig_configs.keys() {
+    for (name, cfg) in &plan.mig_configs {
         if rename.contains_key(name) || name == crate::catalog::migparted::ALL_DISABLED {
             continue;
         }
-        let mut target = name.clone();
-        if used.contains(&target) {
-            let p = prefix(name);
-            let mut i = 1;
-            while used.contains(&format!("{p}-{i}")) {
-                i += 1;
-            }
-            target = format!("{p}-{i}");
-        }
+        let target = content_name(&prefix(name), cfg, &used);
         used.insert(target.clone());
         rename.insert(name.clone(), target);
     }
@@ -1156,8 +1384,43 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Options, replan};
+    use std::collections::BTreeSet;
+
+    use super::{Options, content_name, replan, stabilise_names};
     use crate::bench::{A100, catalog, model, pool, spec};
+    use crate::catalog::migparted::ALL_DISABLED;
+
+    /// A config name the previous plan gave other contents is not reused; new contents get a
+    /// name that depends on the contents only, so a name dropped earlier never comes back with
+    /// other contents.
+    #[test]
+    fn new_config_contents_get_content_addressed_names() {
+        let s =
+            spec("t", vec![pool("a", A100, 1, vec!["n1".to_owned()])], vec![model("m", 9 * 1024, 0.1, 3)]);
+        let mut plan = crate::plan::plan(&s, &catalog()).expect("plans");
+        let (name, cfg) = plan
+            .mig_configs
+            .iter()
+            .find(|(n, _)| n.as_str() != ALL_DISABLED)
+            .map(|(n, c)| (n.clone(), c.clone()))
+            .expect("a MIG config");
+        let mut prev =
+            crate::plan::day2::previous::parse(&serde_json::to_string(&plan).expect("json")).expect("reads");
+        if let Some(c) = prev.mig_configs.get_mut(&name) {
+            c.entries[0].mig_devices.insert("7g.80gb".to_owned(), 1);
+        }
+        stabilise_names(&mut plan, &prev);
+        let now = plan.pools[0].nodes[0].mig_config.clone();
+        assert_ne!(now, name, "the name had other contents before");
+        assert_eq!(now, content_name("gpuplan-a", &cfg, &BTreeSet::new()));
+        assert!(plan.mig_configs.contains_key(&now) && !plan.mig_configs.contains_key(&name));
+        let mut other = cfg.clone();
+        other.entries[0].mig_devices.insert("7g.80gb".to_owned(), 1);
+        let none = BTreeSet::new();
+        assert_ne!(content_name("p", &cfg, &none), content_name("p", &other, &none));
+        let taken = BTreeSet::from([content_name("p", &cfg, &none)]);
+        assert_eq!(content_name("p", &cfg, &taken), format!("{}-2", content_name("p", &cfg, &none)));
+    }
 
     /// A node removed: its small replicas are packed onto MIG instances of GPUs that ran
     /// nothing (no whole GPU each, no drain of the nodes that keep running).

@@ -1,74 +1,29 @@
 //! Day 2: what changed against the previous plan, and a safe order to apply it.
 //!
-//! In: the [`Previous`] plan, the new [`Plan`] and the PodDisruptionBudgets of the rendered
-//! bundle ([`budgets`]). Out: [`Changes`] — models added, removed and moved (with counts), nodes
-//! re-partitioned, GPUs and cost before and after, the price of stability against a
+//! In: the [`Previous`] plan, the new [`Plan`] and the PodDisruptionBudgets the bundle writes
+//! ([`budgets`], from the checked spec). Out: [`Changes`] — models added, removed and moved
+//! (with counts), nodes re-partitioned, GPUs and cost before and after, the price of stability against a
 //! from-scratch plan, and the nodes to re-partition in waves such that no model has fewer ready
 //! replicas than its budget allows at any point (see [`waves`] for the model of a rollout).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plan::Plan;
-use crate::plan::day2::changes::{Changes, ModelChange, ModelCount, NodeChange, Wave, node_change};
-use crate::plan::day2::previous::Previous;
-use crate::spec::deployment::{Budget, IntOrPercent};
+use crate::plan::day2::changes::{Advice, Changes, ModelChange, ModelCount, NodeChange, Wave, node_change};
+use crate::plan::day2::previous::{Phase, Previous};
+use crate::spec::Spec;
+use crate::spec::deployment::Budget;
 
-fn int_or_percent(v: &serde_json::Value) -> Option<IntOrPercent> {
-    match v {
-        serde_json::Value::Number(n) => {
-            n.as_u64().map(|n| IntOrPercent::Int(n.min(u64::from(u32::MAX)) as u32))
-        }
-        serde_json::Value::String(s) => {
-            let p = s.strip_suffix('%')?.trim().parse::<u32>().ok()?;
-            Some(IntOrPercent::Percent(p))
-        }
-        _ => None,
-    }
-}
-
-/// The PodDisruptionBudgets of a rendered bundle, by model (`app.kubernetes.io/name` of the
-/// selector or of the object). Several budgets of one model: the strictest applies.
-pub fn budgets(files: &BTreeMap<String, String>) -> BTreeMap<String, Vec<Budget>> {
-    let mut out: BTreeMap<String, Vec<Budget>> = BTreeMap::new();
-    for (path, text) in files {
-        if !(path.ends_with(".yaml") || path.ends_with(".yml")) || !text.contains("PodDisruptionBudget") {
-            continue;
-        }
-        for doc in split_documents(text) {
-            let Ok(v) = serde_saphyr::from_str::<serde_json::Value>(&doc) else { continue };
-            if v.get("kind").and_then(|k| k.as_str()) != Some("PodDisruptionBudget") {
-                continue;
-            }
-            let model = v
-                .pointer("/spec/selector/matchLabels/app.kubernetes.io~1name")
-                .or_else(|| v.pointer("/metadata/labels/app.kubernetes.io~1name"))
-                .and_then(|x| x.as_str());
-            let Some(model) = model else { continue };
-            let spec = v.get("spec");
-            let budget = if let Some(x) = spec.and_then(|s| s.get("minAvailable")).and_then(int_or_percent) {
-                Budget::MinAvailable(x)
-            } else if let Some(x) = spec.and_then(|s| s.get("maxUnavailable")).and_then(int_or_percent) {
-                Budget::MaxUnavailable(x)
-            } else {
-                continue;
-            };
-            out.entry(model.to_owned()).or_default().push(budget);
-        }
-    }
-    out
-}
-
-fn split_documents(text: &str) -> Vec<String> {
-    let mut docs = vec![String::new()];
-    for line in text.lines() {
-        if line.trim_end() == "---" {
-            docs.push(String::new());
-        } else if let Some(d) = docs.last_mut() {
-            d.push_str(line);
-            d.push('\n');
-        }
-    }
-    docs.into_iter().filter(|d| !d.trim().is_empty()).collect()
+/// The PodDisruptionBudget of each model, as the bundle writes it: the spec's
+/// `deployment.disruptionBudget` (default `maxUnavailable: 1`) of every model the plan gives
+/// more than one replica (`render::workloads` writes no budget for a single replica). Taken
+/// from the checked spec, never parsed back from the rendered YAML.
+pub fn budgets(spec: &Spec, plan: &Plan) -> BTreeMap<String, Budget> {
+    plan.models
+        .iter()
+        .filter(|m| m.groups.iter().map(|g| g.replicas).sum::<u32>() > 1)
+        .filter_map(|m| spec.model(&m.name).map(|s| (m.name.clone(), s.deployment.disruption_budget.clone())))
+        .collect()
 }
 
 /// Replicas per model per node: tenants, a multi-GPU replica counted once.
@@ -121,15 +76,11 @@ pub struct Facts {
     pub repartition_lower_bound: u32,
     pub from_scratch_gpus: Option<u32>,
     pub from_scratch_cost_per_hour: Option<f64>,
+    pub advice: Option<Advice>,
 }
 
 /// The changes from `prev` to `plan`, with rollout waves that respect `budgets`.
-pub fn changes(
-    prev: &Previous,
-    plan: &Plan,
-    budgets: &BTreeMap<String, Vec<Budget>>,
-    facts: &Facts,
-) -> Changes {
+pub fn changes(prev: &Previous, plan: &Plan, budgets: &BTreeMap<String, Budget>, facts: &Facts) -> Changes {
     let old = counts_old(prev);
     let new = counts_new(plan);
     let total = |m: Option<&BTreeMap<String, u32>>| m.map_or(0, |x| x.values().sum::<u32>());
@@ -142,6 +93,7 @@ pub fn changes(
         from_scratch_cost_per_hour: facts.from_scratch_cost_per_hour,
         repartition_lower_bound: facts.repartition_lower_bound,
         notes: facts.notes.clone(),
+        advice: facts.advice.clone(),
         ..Changes::default()
     };
     let names: BTreeSet<&String> =
@@ -200,7 +152,15 @@ pub fn changes(
         .map(|n| n.name.clone())
         .collect();
     ch.nodes_configured.sort();
-    ch.waves = waves(&old, &new, &ch.nodes_repartitioned, budgets);
+    ch.nodes_missing = plan
+        .pools
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .filter(|n| n.transition.as_ref().is_some_and(|t| t.phase == Phase::Missing))
+        .map(|n| n.name.clone())
+        .collect();
+    ch.nodes_missing.sort();
+    ch.waves = waves(&old, &new, &ch.nodes_repartitioned, &ch.nodes_missing, budgets);
     for w in &mut ch.waves {
         w.steps = steps(&w.nodes, w.number, &plan.name);
     }
@@ -247,24 +207,29 @@ fn ready(
 /// Groups the re-partitioned nodes into waves: each wave takes, in name order, every pending
 /// node whose drain keeps all models at or above their budget together with the others of the
 /// wave; a node that no order can drain within budget goes alone, marked `belowBudget`.
+/// `missing` nodes (held, absent from the last `--observed` file) are in no wave and run
+/// nothing: their replicas count against the budgets, and they block no other node.
 pub fn waves(
     old: &BTreeMap<String, BTreeMap<String, u32>>,
     new: &BTreeMap<String, BTreeMap<String, u32>>,
     repartitioned: &[String],
-    budgets: &BTreeMap<String, Vec<Budget>>,
+    missing: &[String],
+    budgets: &BTreeMap<String, Budget>,
 ) -> Vec<Wave> {
     let changed: BTreeSet<&str> = repartitioned.iter().map(String::as_str).collect();
-    let mut pending: Vec<&str> = repartitioned.iter().map(String::as_str).collect();
+    let gone: BTreeSet<&str> = missing.iter().map(String::as_str).collect();
+    let mut pending: Vec<&str> =
+        repartitioned.iter().map(String::as_str).filter(|n| !gone.contains(n)).collect();
     let mut done: BTreeSet<&str> = BTreeSet::new();
     let models: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     let desired = |m: &str| new.get(m).map_or(0, |x| x.values().sum::<u32>());
     let violations = |done: &BTreeSet<&str>, draining: &BTreeSet<&str>| -> Vec<String> {
         let mut v = Vec::new();
         for m in &models {
-            let Some(bs) = budgets.get(m.as_str()) else { continue };
-            let need = bs.iter().map(|b| b.min_ready(desired(m))).max().unwrap_or(0);
-            let before = ready(old, new, &changed, done, &BTreeSet::new(), m);
-            let during = ready(old, new, &changed, done, draining, m);
+            let Some(b) = budgets.get(m.as_str()) else { continue };
+            let need = b.min_ready(desired(m));
+            let before = ready(old, new, &changed, done, &gone, m);
+            let during = ready(old, new, &changed, done, &draining.union(&gone).copied().collect(), m);
             // Only evictions count: a model already below its budget before the wave (its new
             // replicas wait for this wave) must not lose more.
             if during < need && during < before {
@@ -433,18 +398,46 @@ pub fn summary_lines(ch: &Changes) -> String {
             ch.nodes_configured.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ));
     }
+    if !ch.nodes_missing.is_empty() {
+        s.push_str(&format!(
+            "- held nodes missing from the cluster (not in the last `--observed` file; in no wave, they block nothing else): {}\n",
+            ch.nodes_missing.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
     s.push_str(&format!("- replicas moved: {}\n", ch.replicas_moved));
+    if let Some(a) = &ch.advice {
+        s.push_str(&advice_line(a, ch));
+    }
     for n in &ch.notes {
         s.push_str(&format!("- note: {n}\n"));
     }
     s
 }
 
+/// The way down from the ratchet, as one line: what to re-partition, what it saves, how to take it.
+pub fn advice_line(a: &Advice, ch: &Changes) -> String {
+    let nodes = a.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    let price = ch.from_scratch_gpus.map(|fs| ch.gpus_after.saturating_sub(fs));
+    format!(
+        "- way down: re-partition {nodes}: −{} GPU(s){}{}; to take it, set `changePolicy.maxRepartitions: {}` with `reoptimizeWhenSavingGpus: {}` (or run `gpuplan compile --from-scratch` with that bound)\n",
+        a.gpus_saved,
+        a.cost_saved_per_hour.map_or_else(String::new, |c| format!(" (−{c:.2}/h)")),
+        price.map_or_else(String::new, |p| format!(
+            ", {} of the {p} GPU(s) the price of stability costs",
+            a.gpus_saved
+        )),
+        a.nodes.len(),
+        a.gpus_saved.max(1),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{Budget, IntOrPercent, budgets, waves};
+    use super::{Budget, budgets, waves};
+    use crate::bench::{A100, catalog, model, pool, spec};
+    use crate::spec::deployment::IntOrPercent;
 
     fn counts(v: &[(&str, &str, u32)]) -> BTreeMap<String, BTreeMap<String, u32>> {
         let mut out: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
@@ -460,22 +453,26 @@ mod tests {
         let old = counts(&[("a", "n1", 1), ("a", "n2", 1), ("a", "n3", 1)]);
         let new = old.clone();
         let nodes = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
-        let b = BTreeMap::from([("a".to_owned(), vec![Budget::MaxUnavailable(IntOrPercent::Int(1))])]);
-        let w = waves(&old, &new, &nodes, &b);
+        let b = BTreeMap::from([("a".to_owned(), Budget::MaxUnavailable(IntOrPercent::Int(1)))]);
+        let w = waves(&old, &new, &nodes, &[], &b);
         assert_eq!(w.len(), 3);
         assert!(w.iter().all(|w| w.nodes.len() == 1 && w.below_budget.is_empty()));
         // Without a budget, one wave.
-        assert_eq!(waves(&old, &new, &nodes, &BTreeMap::new()).len(), 1);
+        assert_eq!(waves(&old, &new, &nodes, &[], &BTreeMap::new()).len(), 1);
     }
 
     #[test]
-    fn budgets_read_int_and_percent() {
-        let files = BTreeMap::from([(
-            "workloads/a.yaml".to_owned(),
-            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: a\nspec:\n  minAvailable: 50%\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: a\n".to_owned(),
-        )]);
-        let b = budgets(&files);
-        assert_eq!(b["a"], vec![Budget::MinAvailable(IntOrPercent::Percent(50))]);
-        assert_eq!(b["a"][0].min_ready(3), 2);
+    fn budgets_come_from_the_spec_for_models_with_more_than_one_replica() {
+        let mut one = model("one", 9 * 1024, 0.1, 1);
+        one.deployment.disruption_budget = Budget::MinAvailable(IntOrPercent::Percent(50));
+        let mut three = model("three", 9 * 1024, 0.1, 3);
+        three.deployment.disruption_budget = Budget::MinAvailable(IntOrPercent::Percent(50));
+        let s = spec("t", vec![pool("a", A100, 2, vec!["n1".to_owned()])], vec![one, three]);
+        let plan = crate::plan::plan(&s, &catalog()).expect("plans");
+        let b = budgets(&s, &plan);
+        // A single replica has no PodDisruptionBudget in the bundle, so none in the rollout.
+        assert_eq!(b.keys().collect::<Vec<_>>(), vec!["three"]);
+        assert_eq!(b["three"], Budget::MinAvailable(IntOrPercent::Percent(50)));
+        assert_eq!(b["three"].min_ready(3), 2);
     }
 }

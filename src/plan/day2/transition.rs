@@ -20,6 +20,9 @@
 //!   on GPUs that run nothing);
 //! - nothing advances without an observation: without `--observed`, a compile over its own
 //!   output changes nothing;
+//! - a held node that an `--observed` file does not list is `missing`: it stays held, and the
+//!   rollout leaves it out of its waves, so that it blocks no other node, until an observation
+//!   lists it again;
 //! - autoscaled pools have template nodes, not nodes to hold: their `must_drain` says whether
 //!   the template's change would need a drain, and they carry no transition.
 
@@ -144,6 +147,17 @@ pub fn advance(plan: &mut Plan, spec: &Spec, previous: &Previous, observed: Opti
             };
             let seen = observed.and_then(|o| o.nodes.get(&n.name));
             step(n, pn, seen, &configs, previous, &mut report);
+            if observed.is_some()
+                && seen.is_none()
+                && let Some(t) = &mut n.transition
+            {
+                // Absent from the cluster's word: held, and out of the waves (blocks nothing).
+                t.phase = Phase::Missing;
+                report.notes.push(format!(
+                    "held node `{}` is not in the `--observed` file: it stays held and is in no rollout wave until an observation lists it again",
+                    n.name
+                ));
+            }
         }
     }
     keep_carried_configs(plan, previous, &mut report);
@@ -218,6 +232,22 @@ fn step(
     // synced part (its workloads stay off the new instances) until the cluster confirms it.
     n.transition =
         (change != NodeChange::None).then(|| Transition { phase, carries: carried, target: labels_of(n) });
+}
+
+/// The nodes of `previous` still held once `observed` is read (a transition the cluster has not
+/// confirmed): a bounded re-optimisation takes its next step only when there are none.
+pub fn still_held<'p>(previous: &'p Previous, observed: Option<&Observed>) -> Vec<&'p str> {
+    let mut out = Vec::new();
+    for (name, (_, pn)) in previous.nodes() {
+        let Some(t) = &pn.transition else { continue };
+        let target = pn_target(pn);
+        let mig = involves_mig(&t.carries.mig_config, &target.mig_config);
+        let seen = observed.and_then(|o| o.nodes.get(name));
+        if seen.is_none_or(|o| gate(o, &target, mig) != Gate::Confirmed) {
+            out.push(name);
+        }
+    }
+    out
 }
 
 fn pn_target(pn: &PrevNode) -> Labels {
