@@ -26,7 +26,7 @@ use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::day2::previous::PrevGpu;
 use crate::plan::{ModelPlan, NodePlan, Plan};
 use crate::spec::Spec;
-use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, PodSecurity, Probe, ValueFrom};
+use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, PodSecurity, Probe, Strategy, ValueFrom};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -623,14 +623,15 @@ fn render_model(
         ds.push(d);
         ds
     })?;
-    for (wave, unit) in units.iter().enumerate() {
+    let total: u32 = units.iter().map(|u| u.replicas).sum();
+    let waves = sync_waves(&source.deployment.disruption_budget, source.deployment.strategy.as_ref(), &units, total);
+    for (unit, wave) in units.iter().zip(waves) {
         let view = workload_view(spec, plan, source, unit, wave);
         match render_checked(env, "deployment.yaml.j2", &view) {
             Ok(text) => docs.push(text),
             Err(d) => diags.push(d),
         }
     }
-    let total: u32 = units.iter().map(|u| u.replicas).sum();
     if total > 1 {
         let (max_unavailable, min_available) = match &source.deployment.disruption_budget {
             Budget::MaxUnavailable(v) => (Some(int_or_percent_json(v)), None),
@@ -697,6 +698,45 @@ fn ports(source: &crate::spec::Model) -> Vec<PortView> {
         .collect()
 }
 
+/// The Argo CD sync wave of each of a model's Deployments (`units`, in their order). Argo CD
+/// applies a wave and waits until it is healthy before the next, so a wave takes Deployments,
+/// in order, while the pods their rollouts may take down together ([`rollout_down`]) stay within
+/// what the model's PodDisruptionBudget allows of its `total` replicas (at least one Deployment
+/// a wave); a Deployment that takes nothing down joins the current wave. Nodes that must drain
+/// and autoscaled pools start waves of their own, after the others (the order of `units`).
+/// Under the default budget (`maxUnavailable: 1`) that is one Deployment a wave; a model with one
+/// replica on each of 20 nodes and `maxUnavailable: 25%` rolls in 4 waves of 5.
+fn sync_waves(budget: &Budget, strategy: Option<&Strategy>, units: &[Unit], total: u32) -> Vec<usize> {
+    let allowed = total.saturating_sub(budget.min_ready(total)).max(1);
+    let mut waves = Vec::with_capacity(units.len());
+    let (mut wave, mut down) = (0usize, 0u32);
+    let mut class = None;
+    for (i, unit) in units.iter().enumerate() {
+        let d = rollout_down(strategy, unit);
+        let c = (unit.autoscaled, unit.must_drain);
+        if i > 0 && (class != Some(c) || down + d > allowed) {
+            wave += 1;
+            down = 0;
+        }
+        class = Some(c);
+        down += d;
+        waves.push(wave);
+    }
+    waves
+}
+
+/// Pods a Deployment's rolling update may take down at once: its strategy's `maxUnavailable`
+/// ([`strategy`]), rounded up (Kubernetes rounds it down: this never under-counts), at most its
+/// replicas.
+fn rollout_down(strategy: Option<&Strategy>, unit: &Unit) -> u32 {
+    let max_unavailable = match strategy {
+        Some(s) => s.max_unavailable.scaled(unit.replicas),
+        None if surges(unit) => 0,
+        None => 1,
+    };
+    max_unavailable.min(unit.replicas)
+}
+
 /// The rollout strategy: the manifest's, else surge where the node has spare units of the
 /// resource, else replace one pod at a time without surge (a surge pod would find no GPU).
 pub fn strategy(source: &crate::spec::Model, unit: &Unit) -> StrategyView {
@@ -705,11 +745,15 @@ pub fn strategy(source: &crate::spec::Model, unit: &Unit) -> StrategyView {
             max_surge: int_or_percent_json(&s.max_surge),
             max_unavailable: int_or_percent_json(&s.max_unavailable),
         },
-        None if !unit.autoscaled && unit.spare >= unit.per_replica => {
-            StrategyView { max_surge: 1.into(), max_unavailable: 0.into() }
-        }
+        None if surges(unit) => StrategyView { max_surge: 1.into(), max_unavailable: 0.into() },
         None => StrategyView { max_surge: 0.into(), max_unavailable: 1.into() },
     }
+}
+
+/// Whether a Deployment without a manifest strategy surges: a named node with a spare unit of
+/// its resource for the new pod.
+fn surges(unit: &Unit) -> bool {
+    !unit.autoscaled && unit.spare >= unit.per_replica
 }
 
 /// Where a Deployment's pods may run: its node (named pools) or its pool and layout with an even
@@ -881,7 +925,51 @@ pub fn workload_view(
 
 #[cfg(test)]
 mod tests {
-    use super::{BUILTIN, Templates, yaml_escape};
+    use super::{BUILTIN, Templates, Unit, sync_waves, yaml_escape};
+    use crate::spec::deployment::{Budget, IntOrPercent, Strategy};
+
+    fn unit(node: usize, must_drain: bool) -> Unit {
+        Unit {
+            name: format!("m-n{node}"),
+            pool: "p".to_owned(),
+            autoscaled: false,
+            nodes: vec![format!("n{node}")],
+            layout: None,
+            resource: "nvidia.com/mig-1g.10gb".to_owned(),
+            per_replica: 1,
+            replicas: 1,
+            spare: 0,
+            must_drain,
+        }
+    }
+
+    #[test]
+    fn sync_waves_roll_as_many_deployments_together_as_the_budget_allows() {
+        let units: Vec<Unit> = (0..20).map(|i| unit(i, false)).collect();
+        let one = sync_waves(&Budget::default(), None, &units, 20);
+        assert_eq!(one, (0..20).collect::<Vec<_>>(), "maxUnavailable: 1 rolls one Deployment a wave");
+        let quarter = sync_waves(&Budget::MaxUnavailable(IntOrPercent::Percent(25)), None, &units, 20);
+        assert_eq!(quarter, (0..20).map(|i| i / 5).collect::<Vec<_>>(), "25% of 20: 4 waves of 5");
+        let min_half = sync_waves(&Budget::MinAvailable(IntOrPercent::Percent(50)), None, &units, 20);
+        assert_eq!(min_half.iter().max(), Some(&1), "minAvailable 50%: 2 waves of 10");
+        // A strategy that takes two pods down per Deployment fills the budget twice as fast.
+        let two = Strategy { max_surge: IntOrPercent::Int(0), max_unavailable: IntOrPercent::Int(2) };
+        let mut wide = units.clone();
+        for u in &mut wide {
+            u.replicas = 2;
+        }
+        let w = sync_waves(&Budget::MaxUnavailable(IntOrPercent::Int(4)), Some(&two), &wide, 40);
+        assert_eq!(w, (0..20).map(|i| i / 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sync_waves_start_anew_for_nodes_that_must_drain_and_surging_deployments_join() {
+        let mut units: Vec<Unit> = (0..4).map(|i| unit(i, i >= 2)).collect();
+        let budget = Budget::MaxUnavailable(IntOrPercent::Int(10));
+        assert_eq!(sync_waves(&budget, None, &units, 4), [0, 0, 1, 1]);
+        units[1].spare = 1; // it surges: nothing goes down
+        assert_eq!(sync_waves(&Budget::default(), None, &units, 4), [0, 0, 1, 2]);
+    }
 
     #[test]
     fn escaped_strings_stay_on_one_line_and_quote_everything() {
