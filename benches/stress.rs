@@ -3,15 +3,21 @@
 //! bound and above the bound valid for every plan, how many are within the quality target
 //! (max(1 GPU, 2%), priced: max(the cheapest GPU-hour, 2%)), and the failures by code.
 //!
-//! Run: `cargo bench --bench stress -- [--seeds N] [--sizes 8,128,1024] [--fill 0.7]` (release
-//! build; add `--features highs` for HiGHS). Nothing is asserted: the numbers go to
-//! docs/benchmarks.md.
+//! With `--every-type`, each fleet has every GPU type of its family (six in the mixed one; issue
+//! 23's realistic spread fleet). With `--monotone`, each planned fleet is planned again with one node more in one of its pools
+//! (issue 23: more capacity never gives a dearer plan), and a second table counts the fleets
+//! whose plan got dearer.
+//!
+//! Run: `cargo bench --bench stress -- [--seeds N] [--sizes 8,128,1024] [--fill 0.7] [--every-type] [--monotone]`
+//! (release build, HiGHS; `--no-default-features` for the pure-Rust microlp). Nothing is
+//! asserted: the numbers go to docs/benchmarks.md.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Instant;
 
-use gpuplan::bench::stress::{Shape, fleet};
+use gpuplan::bench::stress::{Shape, fleet, fleet_of_every_type};
+use gpuplan::spec::Nodes;
 use gpuplan::{plan, verify};
 
 /// One planned fleet: (excess over the planner's bound, over the valid bound, the target, the
@@ -32,8 +38,13 @@ fn main() {
         .split(',')
         .filter_map(|s| s.parse().ok())
         .collect();
+    let monotone = args.iter().any(|a| a == "--monotone");
+    let every_type = args.iter().any(|a| a == "--every-type");
+    let generate = if every_type { fleet_of_every_type } else { fleet };
     let mut out = std::io::stdout().lock();
     let mut families: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+    // Per family: the objective with a node more minus the objective as generated.
+    let mut growth: BTreeMap<String, Vec<Result<f64, String>>> = BTreeMap::new();
     for &gpus in &sizes {
         for (priced, compute, time_sliced) in [
             (false, false, false),
@@ -51,9 +62,22 @@ fn main() {
                 if compute { ", compute" } else { "" }
             );
             for seed in 0..seeds {
-                let (outcome, line) = one(shape, seed);
+                let (spec, catalog) = generate(shape, seed);
+                let (outcome, line, used) = one(&spec, &catalog);
                 let _ = writeln!(out, "{family}, seed {seed}: {line}");
                 families.entry(family.clone()).or_default().push(outcome);
+                if let (true, Some(before)) = (monotone, used) {
+                    let mut larger = spec.clone();
+                    let pi = (seed as usize) % larger.pools.len();
+                    let pool = &mut larger.pools[pi];
+                    if let Nodes::Named(names) = &mut pool.nodes {
+                        names.push(format!("{}-added", pool.name));
+                    }
+                    let (_, line, after) = one(&larger, &catalog);
+                    let _ = writeln!(out, "{family}, seed {seed}, a node more in pool {pi}: {line}");
+                    let delta = after.map(|a| a - before).ok_or_else(|| line.clone());
+                    growth.entry(family.clone()).or_default().push(delta);
+                }
             }
         }
     }
@@ -65,16 +89,32 @@ fn main() {
     for (family, outcomes) in &families {
         let _ = writeln!(out, "{}", summary(family, outcomes));
     }
+    if monotone {
+        let _ = writeln!(
+            out,
+            "\n| family | fleets planned | dearer with a node more | max increase | cheaper with a node more | failed with a node more |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
+        for (family, deltas) in &growth {
+            let ok: Vec<f64> = deltas.iter().filter_map(|d| d.as_ref().ok().copied()).collect();
+            let dearer = ok.iter().filter(|&&d| d > 1e-6).count();
+            let cheaper = ok.iter().filter(|&&d| d < -1e-6).count();
+            let max = ok.iter().copied().fold(0.0, f64::max);
+            let failed = deltas.len() - ok.len();
+            let _ =
+                writeln!(out, "| {family} | {} | {dearer} | {max:.2} | {cheaper} | {failed} |", deltas.len());
+        }
+    }
 }
 
-/// Plans one fleet: its outcome and a line for the log.
-fn one(shape: Shape, seed: u64) -> (Outcome, String) {
-    let (spec, catalog) = fleet(shape, seed);
+/// Plans one fleet: its outcome, a line for the log and the plan's objective (cost when priced,
+/// else GPUs).
+fn one(spec: &gpuplan::spec::Spec, catalog: &gpuplan::catalog::Catalog) -> (Outcome, String, Option<f64>) {
     let t = Instant::now();
-    match plan::plan(&spec, &catalog) {
+    match plan::plan(spec, catalog) {
         Ok(p) => {
             let secs = t.elapsed().as_secs_f64();
-            let violations = verify::check(&spec, &catalog, &p).len();
+            let violations = verify::check(spec, catalog, &p).len();
             let q = &p.quality;
             let cheapest =
                 spec.pools.iter().filter_map(|p| p.cost_per_gpu_hour).fold(f64::INFINITY, f64::min);
@@ -92,12 +132,12 @@ fn one(shape: Shape, seed: u64) -> (Outcome, String) {
                 "{used:.2} (model bound {model:.2}, valid bound {valid:.2}, {:?}, {} GPUs) {secs:.2} s, {violations} violation(s)",
                 q.proof, q.gpus_used
             );
-            (Ok((used - model, used - valid, target)), line)
+            (Ok((used - model, used - valid, target)), line, Some(used))
         }
         Err(d) => {
             let code = d.iter().next().map_or_else(|| "?".to_owned(), |x| x.code.to_owned());
             let msg = d.iter().next().map_or_else(String::new, |x| x.message.clone());
-            (Err(code.clone()), format!("FAILED {code}: {msg}"))
+            (Err(code.clone()), format!("FAILED {code}: {msg}"), None)
         }
     }
 }

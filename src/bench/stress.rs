@@ -43,11 +43,23 @@ const TS_TYPES: &[(&str, u32, f64)] = &[("L4", 4, 0.8), ("L40S", 4, 1.6), ("A10"
 
 /// A stress fleet of this shape for this seed.
 pub fn fleet(shape: Shape, seed: u64) -> (Spec, Catalog) {
+    generate(shape, seed, false)
+}
+
+/// A stress fleet of every GPU type of its family (six in the mixed one): issue 23's realistic
+/// spread fleet is 100 GPUs of six types. Otherwise as [`fleet`].
+pub fn fleet_of_every_type(shape: Shape, seed: u64) -> (Spec, Catalog) {
+    generate(shape, seed, true)
+}
+
+fn generate(shape: Shape, seed: u64, every_type: bool) -> (Spec, Catalog) {
     let catalog = catalog();
     let mut rng = SplitMix64(seed ^ (u64::from(shape.gpus) << 24) ^ 0x5354_5245_5353);
     let types = if shape.time_sliced { TS_TYPES } else { TYPES };
     let mut chosen: Vec<&(&str, u32, f64)> = types.iter().filter(|_| rng.unit() < 0.6).collect();
-    if chosen.len() < 2 {
+    if every_type {
+        chosen = types.iter().collect();
+    } else if chosen.len() < 2 {
         chosen = types.iter().take(2).collect();
     }
     let mut pools = Vec::new();

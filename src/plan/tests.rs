@@ -397,3 +397,46 @@ fn any_manifest_some_strategy_plans_compiles() {
     }
     assert!(planned > 12, "only {planned} fleets had a plan: the test would prove little");
 }
+
+/// Issue 23: more capacity never gives a dearer plan. Over stress fleets of 8 GPUs (the families
+/// of the test above), each fleet is planned as generated and with one more node in one of its
+/// pools; where both plans are proven (`optimal` or `model-optimal`: the larger fleet's model
+/// holds every plan of the smaller one, its added node unused), the larger fleet's objective
+/// (cost when priced, else GPUs) is at most the smaller's, and a fleet that plans still plans
+/// with the node added. On larger fleets, where plans are not proven, the stress benchmark's
+/// `--monotone` column reports it.
+#[test]
+fn a_node_more_never_gives_a_dearer_proven_plan() {
+    use crate::bench::stress::{Shape, fleet};
+    use crate::plan::Proof;
+    use crate::spec::Nodes;
+    let objective = |p: &crate::plan::Plan| p.quality.cost_per_hour.unwrap_or(f64::from(p.quality.gpus_used));
+    let mut compared = 0;
+    for seed in 0..6 {
+        for (priced, compute, time_sliced) in [(true, true, false), (false, true, true), (true, true, true)] {
+            let shape = Shape { gpus: 8, priced, compute, fill: 0.6, time_sliced };
+            let (spec, catalog) = fleet(shape, seed);
+            let Ok(small) = crate::plan::plan(&spec, &catalog) else { continue };
+            let mut larger = spec.clone();
+            let pi = (seed as usize) % larger.pools.len();
+            let pool = &mut larger.pools[pi];
+            if let Nodes::Named(names) = &mut pool.nodes {
+                names.push(format!("{}-added", pool.name));
+            }
+            let large = crate::plan::plan(&larger, &catalog);
+            let large = large.unwrap_or_else(|e| {
+                panic!("{shape:?} seed {seed}: planned, and failed with a node more: {e:?}")
+            });
+            if small.quality.proof == Proof::Unproven || large.quality.proof == Proof::Unproven {
+                continue;
+            }
+            compared += 1;
+            let (before, after) = (objective(&small), objective(&large));
+            assert!(
+                after <= before + 1e-6,
+                "{shape:?} seed {seed}: {before} before, {after} with a node more in pool {pi}"
+            );
+        }
+    }
+    assert!(compared >= 6, "only {compared} fleets compared: the test would prove little");
+}

@@ -46,8 +46,8 @@ fn mig_parted(docs: &[(String, Value)]) -> MigPartedConfig {
 }
 
 /// Hand-built fixtures have fixed plans; the examples' plans come from the solver, and HiGHS and
-/// the default pure-Rust microlp may pick different plans of equal cost, so those snapshots are
-/// recorded per solver (`…@microlp.snap` for the default build).
+/// the pure-Rust microlp may pick different plans of equal cost, so those snapshots are
+/// recorded per solver (`…@microlp.snap` for the pure-Rust build, `--no-default-features`).
 #[test]
 fn every_fixture_bundle_matches_its_snapshot() {
     for f in fx::all() {

@@ -26,7 +26,7 @@ mod tools;
 mod transition;
 
 /// Runs `f` with the snapshot suffix of the solver this build plans with: none for HiGHS (the
-/// production solver, `--features highs`), `microlp` for the default pure-Rust build. For
+/// default build), `microlp` for the pure-Rust build (`--no-default-features`). For
 /// snapshots of solver-chosen plans, where two optimal plans of equal cost may differ.
 pub fn per_solver<R>(f: impl FnOnce() -> R) -> R {
     let mut settings = insta::Settings::clone_current();
