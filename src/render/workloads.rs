@@ -624,7 +624,8 @@ fn render_model(
         ds
     })?;
     let total: u32 = units.iter().map(|u| u.replicas).sum();
-    let waves = sync_waves(&source.deployment.disruption_budget, source.deployment.strategy.as_ref(), &units, total);
+    let waves =
+        sync_waves(&source.deployment.disruption_budget, source.deployment.strategy.as_ref(), &units, total);
     for (unit, wave) in units.iter().zip(waves) {
         let view = workload_view(spec, plan, source, unit, wave);
         match render_checked(env, "deployment.yaml.j2", &view) {

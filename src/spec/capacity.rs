@@ -82,8 +82,12 @@ impl RateDemand {
     /// process, by the same rule; the device sustains `processes ×` that.
     pub fn capacity_with(&self, gpu_id: &str, profile: &str, processes: u32) -> Option<Capacity> {
         let limit_ms = self.slo_ms.map(|slo| self.admission_factor * slo);
-        let mut batches: Vec<u32> =
-            self.points.iter().filter(|p| on_device(p, gpu_id, profile, processes)).map(|p| p.batch_size).collect();
+        let mut batches: Vec<u32> = self
+            .points
+            .iter()
+            .filter(|p| on_device(p, gpu_id, profile, processes))
+            .map(|p| p.batch_size)
+            .collect();
         batches.sort_unstable();
         batches.dedup();
         let mut best: Option<Capacity> = None;
