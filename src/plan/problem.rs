@@ -476,16 +476,27 @@ impl Sink<'_> {
     }
 
     fn admit(&mut self, kind: Kind, p99_ms: Option<f64>, size: f64, bound_share: f64) {
+        self.admit_unverified(kind, p99_ms, None, (size, bound_share));
+    }
+
+    /// An option of one process per replica and no measured rate, its SLO possibly unverified.
+    fn admit_unverified(
+        &mut self,
+        kind: Kind,
+        p99_ms: Option<f64>,
+        unverified: Option<String>,
+        size: (f64, f64),
+    ) {
         self.options.push(Opt {
             pool: self.pi,
             kind,
             rps: None,
             processes: 1,
             p99_ms,
-            unverified: None,
+            unverified,
             measured: None,
-            size,
-            bound_share,
+            size: size.0,
+            bound_share: size.1,
         });
     }
 
@@ -524,17 +535,7 @@ impl Sink<'_> {
             }
             None => {}
         }
-        self.options.push(Opt {
-            pool: self.pi,
-            kind,
-            rps: None,
-            processes: 1,
-            p99_ms,
-            unverified,
-            measured: None,
-            size: size.0,
-            bound_share: size.1,
-        });
+        self.admit_unverified(kind, p99_ms, unverified, size);
     }
 }
 
