@@ -11,6 +11,7 @@ pub mod slices;
 
 use crate::catalog::Catalog;
 use crate::plan::day2::transition::{Observed, ObservedNode};
+use crate::render::dra::DEPLOY_DEVICE_PLUGIN_LABEL;
 use crate::render::objects::{DEVICE_PLUGIN_LABEL, MIG_CONFIG_LABEL};
 
 /// The label the MIG manager sets when it has applied (or failed to apply) a node's
@@ -63,6 +64,7 @@ pub fn observed(text: &str) -> Result<Observed, ObservedError> {
                 mig_config: label(MIG_CONFIG_LABEL),
                 device_plugin_config: label(DEVICE_PLUGIN_LABEL),
                 mig_config_state: label(MIG_CONFIG_STATE_LABEL),
+                device_plugin_deploy: label(DEPLOY_DEVICE_PLUGIN_LABEL),
             },
         );
     }

@@ -559,5 +559,39 @@ fn a_backend_change_on_a_running_node_is_held_for_its_drain_both_ways() {
         assert_eq!(node["mustDrain"], true);
         assert_eq!(node["transition"]["phase"], "held");
         assert!(out.join("nodes/drain/gpu-a100-1.yaml").exists());
+        // The cluster shows both config labels (they did not change) and MIG `success`: the
+        // change is not applied until the operator's deploy label follows the backend.
+        let to_dra = second.contains("backend: dra");
+        let observe = |deploy: Option<&str>| {
+            let mut labels = serde_json::json!({
+                "nvidia.com/mig.config": node["migConfig"],
+                "nvidia.com/device-plugin.config": node["devicePluginConfig"],
+                "nvidia.com/mig.config.state": "success",
+            });
+            if let Some(d) = deploy {
+                labels["nvidia.com/gpu.deploy.device-plugin"] = d.into();
+            }
+            let nodes =
+                serde_json::json!({"items": [{"metadata": {"name": "gpu-a100-1", "labels": labels}}]});
+            let file = dir.path().join("nodes.json");
+            std::fs::write(&file, nodes.to_string()).expect("written");
+            let run = crate::cli::gpuplan()
+                .arg("compile")
+                .arg(&b)
+                .arg("--out")
+                .arg(&out)
+                .arg("--observed")
+                .arg(&file)
+                .output()
+                .expect("runs");
+            assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+            let plan: Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).expect("plan"))
+                    .expect("json");
+            plan["pools"][0]["nodes"][0]["mustDrain"] == true
+        };
+        let (old, new) = if to_dra { (None, Some("false")) } else { (Some("false"), None) };
+        assert!(observe(old), "the old backend still runs: held");
+        assert!(!observe(new), "the new backend is applied: released");
     }
 }

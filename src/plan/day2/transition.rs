@@ -45,6 +45,9 @@ pub struct ObservedNode {
     pub device_plugin_config: Option<String>,
     /// `nvidia.com/mig.config.state` (`pending`, `rebooting`, `success`, `failed`).
     pub mig_config_state: Option<String>,
+    /// `nvidia.com/gpu.deploy.device-plugin` (`false` on a node whose GPUs DRA manages: the GPU
+    /// Operator then runs no device plugin there).
+    pub device_plugin_deploy: Option<String>,
 }
 
 /// What the cluster reports, by node name (`crate::day2::observed` reads it from
@@ -75,9 +78,15 @@ enum Gate {
 }
 
 /// The MIG manager's word on a node that carries `target` (`mig`: whether MIG is involved).
-fn gate(obs: &ObservedNode, target: &Labels, mig: bool) -> Gate {
+/// `to_dra`: the change moves the node's GPUs to DRA (`Some(true)`) or back to the device
+/// plugin (`Some(false)`); such a change is applied only when the node's
+/// `nvidia.com/gpu.deploy.device-plugin` label says so too (`false`, or anything else), since it
+/// may keep both config labels.
+fn gate(obs: &ObservedNode, target: &Labels, mig: bool, to_dra: Option<bool>) -> Gate {
+    let dra_off = obs.device_plugin_deploy.as_deref() == Some("false");
     let carries_target = obs.mig_config.as_deref() == Some(target.mig_config.as_str())
-        && obs.device_plugin_config.as_deref() == Some(target.device_plugin_config.as_str());
+        && obs.device_plugin_config.as_deref() == Some(target.device_plugin_config.as_str())
+        && to_dra.is_none_or(|dra| dra == dra_off);
     if !carries_target {
         return Gate::Still(Phase::Held);
     }
@@ -87,6 +96,13 @@ fn gate(obs: &ObservedNode, target: &Labels, mig: bool) -> Gate {
         Some("failed") => Gate::Still(Phase::Failed),
         _ => Gate::Still(Phase::Applying),
     }
+}
+
+/// Whether `pn`'s pending change moves its GPUs to DRA (`Some(true)`) or back to the device
+/// plugin (`Some(false)`): DRA GPUs carry UUIDs in the plan; `None` when the backend stays.
+fn to_dra(t: &Transition, pn: &PrevNode) -> Option<bool> {
+    let dra = |gpus: &[PrevGpu]| gpus.iter().any(|g| g.uuid.is_some());
+    (dra(&t.carries.gpus) != dra(&pn.gpus)).then(|| dra(&pn.gpus))
 }
 
 /// Whether a change between these two mig-parted configs involves the MIG manager.
@@ -179,7 +195,7 @@ fn step(
         None => (carried_of(pn), false, Phase::Held),
         Some(t) => {
             let mig = involves_mig(&t.carries.mig_config, &before.mig_config);
-            match seen.map(|o| gate(o, &before, mig)) {
+            match seen.map(|o| gate(o, &before, mig, to_dra(t, pn))) {
                 Some(Gate::Confirmed) => {
                     report.confirmed.push(n.name.clone());
                     (carried_of(pn), false, Phase::Held)
@@ -243,7 +259,7 @@ pub fn still_held<'p>(previous: &'p Previous, observed: Option<&Observed>) -> Ve
         let target = pn_target(pn);
         let mig = involves_mig(&t.carries.mig_config, &target.mig_config);
         let seen = observed.and_then(|o| o.nodes.get(name));
-        if seen.is_none_or(|o| gate(o, &target, mig) != Gate::Confirmed) {
+        if seen.is_none_or(|o| gate(o, &target, mig, to_dra(t, pn)) != Gate::Confirmed) {
             out.push(name);
         }
     }
@@ -353,25 +369,50 @@ mod tests {
             mig_config: Some(mig.to_owned()),
             device_plugin_config: Some(dp.to_owned()),
             mig_config_state: state.map(str::to_owned),
+            device_plugin_deploy: None,
         }
     }
 
     #[test]
     fn the_gate_needs_both_labels_and_the_mig_managers_success() {
         let target = Labels { mig_config: "a100-1".to_owned(), device_plugin_config: "ts-2".to_owned() };
-        assert_eq!(gate(&seen("a100-1", "ts-2", Some("success")), &target, true), Gate::Confirmed);
+        assert_eq!(gate(&seen("a100-1", "ts-2", Some("success")), &target, true, None), Gate::Confirmed);
         assert_eq!(
-            gate(&seen("a100-1", "ts-2", Some("pending")), &target, true),
+            gate(&seen("a100-1", "ts-2", Some("pending")), &target, true, None),
             Gate::Still(Phase::Applying)
         );
-        assert_eq!(gate(&seen("a100-1", "ts-2", None), &target, true), Gate::Still(Phase::Applying));
-        assert_eq!(gate(&seen("a100-1", "ts-2", Some("failed")), &target, true), Gate::Still(Phase::Failed));
+        assert_eq!(gate(&seen("a100-1", "ts-2", None), &target, true, None), Gate::Still(Phase::Applying));
+        assert_eq!(
+            gate(&seen("a100-1", "ts-2", Some("failed")), &target, true, None),
+            Gate::Still(Phase::Failed)
+        );
         // One label still the old one: not applied, whatever the state says.
-        assert_eq!(gate(&seen("a100-0", "ts-2", Some("success")), &target, true), Gate::Still(Phase::Held));
-        assert_eq!(gate(&seen("a100-1", "ts-4", Some("success")), &target, true), Gate::Still(Phase::Held));
+        assert_eq!(
+            gate(&seen("a100-0", "ts-2", Some("success")), &target, true, None),
+            Gate::Still(Phase::Held)
+        );
+        assert_eq!(
+            gate(&seen("a100-1", "ts-4", Some("success")), &target, true, None),
+            Gate::Still(Phase::Held)
+        );
         // Without MIG (time-slicing only), the device-plugin label is the whole change.
-        assert_eq!(gate(&seen("a100-1", "ts-2", None), &target, false), Gate::Confirmed);
+        assert_eq!(gate(&seen("a100-1", "ts-2", None), &target, false, None), Gate::Confirmed);
         assert!(!involves_mig("all-disabled", "all-disabled"));
+    }
+
+    #[test]
+    fn a_backend_change_is_applied_only_when_the_device_plugin_deploy_label_follows() {
+        let target = Labels { mig_config: "a100-1".to_owned(), device_plugin_config: "ts-2".to_owned() };
+        let mut o = seen("a100-1", "ts-2", Some("success"));
+        // To DRA: both config labels may be unchanged; the operator's deploy label decides.
+        assert_eq!(gate(&o, &target, true, Some(true)), Gate::Still(Phase::Held));
+        o.device_plugin_deploy = Some("false".to_owned());
+        assert_eq!(gate(&o, &target, true, Some(true)), Gate::Confirmed);
+        // Back to the device plugin: the label must be gone (or anything but `false`).
+        assert_eq!(gate(&o, &target, true, Some(false)), Gate::Still(Phase::Held));
+        o.device_plugin_deploy = None;
+        assert_eq!(gate(&o, &target, true, Some(false)), Gate::Confirmed);
+        assert_eq!(gate(&o, &target, true, None), Gate::Confirmed);
         assert!(!involves_mig("", "all-disabled"));
         assert!(involves_mig("all-disabled", "a100-1"));
     }
