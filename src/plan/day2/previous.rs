@@ -193,6 +193,32 @@ pub struct PrevQuality {
 }
 
 impl PrevGpu {
+    /// A plan's GPU as the next compile reads it back from `plan.json` (the inverse of
+    /// [`PrevGpu::as_planned`], UUID kept).
+    pub fn from_planned(g: &GpuPlan) -> PrevGpu {
+        PrevGpu {
+            index: g.index,
+            uuid: g.uuid.clone(),
+            mode: match &g.mode {
+                GpuMode::Unused => PrevMode::Unused,
+                GpuMode::Whole => PrevMode::Whole,
+                GpuMode::TimeSliced { replicas } => PrevMode::TimeSliced { replicas: *replicas },
+                GpuMode::Mps { replicas } => PrevMode::Mps { replicas: *replicas },
+                GpuMode::Mig { instances } => PrevMode::Mig {
+                    instances: instances
+                        .iter()
+                        .map(|i| PrevInstance { profile: i.profile.clone(), start: i.start })
+                        .collect(),
+                },
+            },
+            tenants: g
+                .tenants
+                .iter()
+                .map(|t| PrevTenant { model: t.model.clone(), instance_start: t.instance_start })
+                .collect(),
+        }
+    }
+
     /// The GPU as a plan's GPU (what a node in transition carries, for rendering what runs
     /// there now): an unknown mode reads as unused.
     pub fn as_planned(&self) -> GpuPlan {

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostics;
+use crate::plan::Plan;
 use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
 use crate::plan::build::{self, Figures};
 use crate::plan::day2::advice;
@@ -26,7 +27,6 @@ use crate::plan::day2::changes::{Advice, NodeChange, node_change};
 use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
 use crate::plan::day2::transition::{self, Observed};
 use crate::plan::problem::{self, Kind, Need, Problem};
-use crate::plan::{GpuMode, Plan};
 use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
 
 /// The sentence every model's reasons end with when the day-2 re-planner made the plan. It does
@@ -1264,36 +1264,12 @@ fn merge(problem: &Problem<'_>, a: &mut Assignment, sub: &Plan, chosen: &[(usize
 }
 
 fn to_prev_node(n: &crate::plan::NodePlan) -> PrevNode {
-    use crate::plan::day2::previous::{PrevGpu, PrevInstance, PrevTenant};
+    use crate::plan::day2::previous::PrevGpu;
     PrevNode {
         name: n.name.clone(),
         mig_config: n.mig_config.clone(),
         device_plugin_config: n.device_plugin_config.clone(),
-        gpus: n
-            .gpus
-            .iter()
-            .map(|g| PrevGpu {
-                index: g.index,
-                uuid: g.uuid.clone(),
-                mode: match &g.mode {
-                    GpuMode::Unused => PrevMode::Unused,
-                    GpuMode::Whole => PrevMode::Whole,
-                    GpuMode::TimeSliced { replicas } => PrevMode::TimeSliced { replicas: *replicas },
-                    GpuMode::Mps { replicas } => PrevMode::Mps { replicas: *replicas },
-                    GpuMode::Mig { instances } => PrevMode::Mig {
-                        instances: instances
-                            .iter()
-                            .map(|i| PrevInstance { profile: i.profile.clone(), start: i.start })
-                            .collect(),
-                    },
-                },
-                tenants: g
-                    .tenants
-                    .iter()
-                    .map(|t| PrevTenant { model: t.model.clone(), instance_start: t.instance_start })
-                    .collect(),
-            })
-            .collect(),
+        gpus: n.gpus.iter().map(PrevGpu::from_planned).collect(),
         must_drain: n.must_drain,
         transition: None,
     }
