@@ -13,11 +13,10 @@
 //! [`Sources`] they point into), or the verifier's violations when the planner broke its own
 //! rules. The command layer only reads files and hands the bundle to [`crate::emit`].
 //!
-//! Day 2 ([`compile`] with a previous plan): the chain is re-plan →
-//! render → changes (the rollout waves keep the spec's PodDisruptionBudgets) →
-//! the bundle rendered again with the changes section (the report and `plan.json` show it, and
-//! the synced part keeps carried replicas on the nodes drained after the first wave). Stability rule: when the new plan equals the
-//! previous one in everything but its changes section, the previous changes section is kept, so
+//! Day 2 ([`compile`] with a previous plan): the chain is re-plan → changes (the rollout waves
+//! keep the spec's PodDisruptionBudgets) → render with the changes section (the report and
+//! `plan.json` show it, and the synced part keeps carried replicas on the nodes drained after
+//! the first wave). Stability rule: when the new plan equals the previous one in everything but its changes section, the previous changes section is kept, so
 //! that recompiling an unchanged manifest over its own output writes the same bytes.
 
 use crate::catalog::Catalog;
@@ -140,8 +139,8 @@ pub struct Over<'a> {
     pub observed: Option<&'a Observed>,
 }
 
-/// Spec → plan (verified) → bundle, over the previous plan when given (re-plan, render,
-/// changes, the report and `plan.json` again when the changes section is new).
+/// Spec → plan (verified) → bundle, over the previous plan when given (re-plan, changes, then
+/// render with the changes section).
 pub fn compile(
     spec: &Spec,
     catalog: &Catalog,
@@ -158,7 +157,6 @@ pub fn compile(
     let options = replan::Options { from_scratch: over.from_scratch, observed: over.observed };
     let r = replan::replan(spec, catalog, &prev.plan, options)?;
     let mut plan = verified(spec, catalog, r.plan)?;
-    let mut bundle = render(spec, catalog, &plan, templates)?;
     let mut notes = r.notes;
     let gated = gated(&plan);
     if !gated.is_empty() {
@@ -189,11 +187,10 @@ pub fn compile(
     } else {
         Some(fresh.clone())
     };
-    if plan.changes.is_some() {
-        // The report (`PLAN.md`, pictures) and `plan.json` show the changes section, and the
-        // synced part keeps the carried replicas of the nodes drained after the first wave.
-        bundle = render(spec, catalog, &plan, templates)?;
-    }
+    // Rendered once the changes section is known: the report (`PLAN.md`, pictures) and
+    // `plan.json` show it, and the synced part keeps the carried replicas of the nodes drained
+    // after the first wave (the rollout's waves read the spec's budgets, not the bundle).
+    let mut bundle = render(spec, catalog, &plan, templates)?;
     stage_first_wave(&mut bundle, &plan, plan.changes.as_ref());
     Ok(Compiled { plan, bundle, changes: Some(fresh), advanced: r.advanced })
 }
