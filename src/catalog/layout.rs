@@ -29,12 +29,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{GpuModel, MigGeometry, MigProfile};
 
-/// One placed instance: the profile and the memory slice it starts at.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// One placed instance: the profile and the memory slice it starts at (read back from a
+/// previous `plan.json` too, a missing field as its default).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PlacedInstance {
     pub profile: String,
     pub start: u8,

@@ -34,7 +34,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
 use crate::catalog::layout::PlacedInstance;
@@ -104,8 +104,9 @@ pub struct GpuPlan {
     pub tenants: Vec<Tenant>,
 }
 
-/// How one GPU is configured.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// How one GPU is configured. The next compile reads it back from `plan.json` (a missing field
+/// takes its default, as [`day2::previous`] reads everything).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "mode")]
 pub enum GpuMode {
     /// Not used by the plan (MIG disabled, nothing scheduled).
@@ -113,17 +114,26 @@ pub enum GpuMode {
     /// MIG disabled, one exclusive tenant (or part of a multi-GPU replica).
     Whole,
     /// MIG disabled, shared by time-slicing with `replicas` slots.
-    TimeSliced { replicas: u32 },
+    TimeSliced {
+        #[serde(default)]
+        replicas: u32,
+    },
     /// MIG disabled, shared by MPS with `replicas` clients (each `1/replicas` of the memory and
     /// `⌊100/replicas⌋%` of the threads).
-    Mps { replicas: u32 },
+    Mps {
+        #[serde(default)]
+        replicas: u32,
+    },
     /// MIG enabled with these instances.
-    Mig { instances: Vec<PlacedInstance> },
+    Mig {
+        #[serde(default)]
+        instances: Vec<PlacedInstance>,
+    },
 }
 
 /// One replica (or slot) placed on a GPU.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Tenant {
     pub model: String,
     /// The MIG instance's start slice, for MIG GPUs.

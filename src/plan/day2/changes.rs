@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
+use crate::plan::day2::previous::{PrevNode, Previous};
 use crate::plan::{DevicePluginConfig, GpuMode, NodePlan};
 
 /// The changes section of `plan.json` (and of `PLAN.md`).
@@ -133,7 +133,8 @@ pub fn node_change(
         previous.device_plugin_configs.get(&pn.device_plugin_config).map(|c| c.time_slicing.clone());
     let busy = |i: usize| pn.gpus.get(i).is_some_and(|g| !g.tenants.is_empty());
     let node_busy = pn.gpus.iter().any(|g| !g.tenants.is_empty());
-    let (new, old) = (layout_of_plan(n), layout_of_prev(pn));
+    let new = layout(n.gpus.iter().map(|g| Some(&g.mode)));
+    let old = layout(pn.gpus.iter().map(|g| g.mode.known()));
     // A backend change (device plugin ↔ DRA: the GPUs gain or lose their UUIDs) moves the GPUs
     // to another mechanism, which the pods running on them do not survive: a sharing change.
     let dra = n.gpus.iter().any(|g| g.uuid.is_some()) != pn.gpus.iter().any(|g| g.uuid.is_some());
@@ -146,22 +147,12 @@ pub fn node_change(
     if gpu_drain || (sharing_changed && node_busy) { NodeChange::Drain } else { NodeChange::IdleOnly }
 }
 
-/// Sorted MIG profile names per GPU (empty for MIG disabled).
-fn layout_of_plan(n: &NodePlan) -> Vec<Vec<String>> {
-    n.gpus
-        .iter()
-        .map(|g| match &g.mode {
-            GpuMode::Mig { instances } => sorted_profiles(instances.iter().map(|i| &i.profile)),
-            _ => Vec::new(),
-        })
-        .collect()
-}
-
-fn layout_of_prev(n: &PrevNode) -> Vec<Vec<String>> {
-    n.gpus
-        .iter()
-        .map(|g| match &g.mode {
-            PrevMode::Mig { instances } => sorted_profiles(instances.iter().map(|i| &i.profile)),
+/// Sorted MIG profile names per GPU (empty for MIG disabled, or a mode this gpuplan does not
+/// know).
+fn layout<'a>(modes: impl Iterator<Item = Option<&'a GpuMode>>) -> Vec<Vec<String>> {
+    modes
+        .map(|mode| match mode {
+            Some(GpuMode::Mig { instances }) => sorted_profiles(instances.iter().map(|i| &i.profile)),
             _ => Vec::new(),
         })
         .collect()

@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::catalog::layout::PlacedInstance;
 use crate::plan::{DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, Tenant};
 
 /// A previous plan, as far as re-planning needs it.
@@ -104,44 +104,51 @@ pub struct PrevGpu {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
     pub mode: PrevMode,
-    pub tenants: Vec<PrevTenant>,
+    pub tenants: Vec<Tenant>,
 }
 
-/// A GPU's mode; an unknown mode reads as `unknown` (the node is then planned afresh).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "mode")]
+/// A GPU's mode as read back: the plan's own [`GpuMode`] (written and read as `plan.json` has
+/// it), or `Unknown` for a mode this gpuplan cannot read (the node is then planned afresh).
+#[derive(Clone, Debug, PartialEq)]
 pub enum PrevMode {
-    #[default]
-    Unused,
-    Whole,
-    TimeSliced {
-        #[serde(default)]
-        replicas: u32,
-    },
-    Mps {
-        #[serde(default)]
-        replicas: u32,
-    },
-    Mig {
-        #[serde(default)]
-        instances: Vec<PrevInstance>,
-    },
-    #[serde(other)]
+    Known(GpuMode),
     Unknown,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PrevInstance {
-    pub profile: String,
-    pub start: u8,
+impl PrevMode {
+    /// The mode, when this gpuplan knows it.
+    pub fn known(&self) -> Option<&GpuMode> {
+        match self {
+            PrevMode::Known(mode) => Some(mode),
+            PrevMode::Unknown => None,
+        }
+    }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PrevTenant {
-    pub model: String,
-    pub instance_start: Option<u8>,
+impl Default for PrevMode {
+    fn default() -> Self {
+        PrevMode::Known(GpuMode::Unused)
+    }
+}
+
+impl<'de> Deserialize<'de> for PrevMode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        Ok(GpuMode::deserialize(value).map_or(PrevMode::Unknown, PrevMode::Known))
+    }
+}
+
+impl Serialize for PrevMode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PrevMode::Known(mode) => mode.serialize(s),
+            PrevMode::Unknown => {
+                let mut out = s.serialize_struct("PrevMode", 1)?;
+                out.serialize_field("mode", "unknown")?;
+                out.end()
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -199,23 +206,8 @@ impl PrevGpu {
         PrevGpu {
             index: g.index,
             uuid: g.uuid.clone(),
-            mode: match &g.mode {
-                GpuMode::Unused => PrevMode::Unused,
-                GpuMode::Whole => PrevMode::Whole,
-                GpuMode::TimeSliced { replicas } => PrevMode::TimeSliced { replicas: *replicas },
-                GpuMode::Mps { replicas } => PrevMode::Mps { replicas: *replicas },
-                GpuMode::Mig { instances } => PrevMode::Mig {
-                    instances: instances
-                        .iter()
-                        .map(|i| PrevInstance { profile: i.profile.clone(), start: i.start })
-                        .collect(),
-                },
-            },
-            tenants: g
-                .tenants
-                .iter()
-                .map(|t| PrevTenant { model: t.model.clone(), instance_start: t.instance_start })
-                .collect(),
+            mode: PrevMode::Known(g.mode.clone()),
+            tenants: g.tenants.clone(),
         }
     }
 
@@ -225,23 +217,8 @@ impl PrevGpu {
         GpuPlan {
             index: self.index,
             uuid: None,
-            mode: match &self.mode {
-                PrevMode::Whole => GpuMode::Whole,
-                PrevMode::TimeSliced { replicas } => GpuMode::TimeSliced { replicas: *replicas },
-                PrevMode::Mps { replicas } => GpuMode::Mps { replicas: *replicas },
-                PrevMode::Mig { instances } => GpuMode::Mig {
-                    instances: instances
-                        .iter()
-                        .map(|i| PlacedInstance { profile: i.profile.clone(), start: i.start })
-                        .collect(),
-                },
-                PrevMode::Unused | PrevMode::Unknown => GpuMode::Unused,
-            },
-            tenants: self
-                .tenants
-                .iter()
-                .map(|t| Tenant { model: t.model.clone(), instance_start: t.instance_start })
-                .collect(),
+            mode: self.mode.known().cloned().unwrap_or(GpuMode::Unused),
+            tenants: self.tenants.clone(),
         }
     }
 }
@@ -335,7 +312,9 @@ impl PreviousInput {
 
 #[cfg(test)]
 mod tests {
-    use super::{PrevMode, parse};
+    use super::{PrevGpu, PrevMode, parse};
+    use crate::catalog::layout::PlacedInstance;
+    use crate::plan::GpuMode;
 
     #[test]
     fn reads_a_plan_with_unknown_and_missing_fields() {
@@ -345,7 +324,9 @@ mod tests {
         let p = parse(text).expect("parses");
         let n = &p.pools[0].nodes[0];
         assert_eq!(n.gpus.len(), 2);
-        assert!(matches!(n.gpus[0].mode, PrevMode::Mig { .. }));
+        let mig =
+            GpuMode::Mig { instances: vec![PlacedInstance { profile: "3g.40gb".to_owned(), start: 0 }] };
+        assert_eq!(n.gpus[0].mode, PrevMode::Known(mig));
         assert_eq!(n.gpus[1].mode, PrevMode::Unknown);
         assert_eq!(p.tenants().get(&("m".to_owned(), "n1".to_owned())), Some(&1));
     }
@@ -355,5 +336,32 @@ mod tests {
         assert!(parse("not json").is_err());
         assert!(parse("[1,2]").is_err());
         assert!(parse("{}").is_ok());
+    }
+
+    #[test]
+    fn a_gpu_mode_reads_back_as_the_plan_wrote_it() {
+        let mig =
+            GpuMode::Mig { instances: vec![PlacedInstance { profile: "1g.10gb".to_owned(), start: 6 }] };
+        for mode in [
+            GpuMode::Unused,
+            GpuMode::Whole,
+            GpuMode::TimeSliced { replicas: 3 },
+            GpuMode::Mps { replicas: 2 },
+            mig,
+        ] {
+            let gpu = PrevGpu { mode: PrevMode::Known(mode), ..PrevGpu::default() };
+            let text = serde_json::to_string(&gpu).expect("json");
+            assert_eq!(serde_json::from_str::<PrevGpu>(&text).expect("reads"), gpu, "{text}");
+        }
+        let unknown = PrevGpu { mode: PrevMode::Unknown, ..PrevGpu::default() };
+        let text = serde_json::to_string(&unknown).expect("json");
+        assert!(text.contains(r#""mode":{"mode":"unknown"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<PrevGpu>(&text).expect("reads").mode, PrevMode::Unknown);
+        let old = serde_json::from_str::<PrevGpu>(r#"{"mode":{"mode":"timeSliced"}}"#).expect("reads");
+        assert_eq!(
+            old.mode,
+            PrevMode::Known(GpuMode::TimeSliced { replicas: 0 }),
+            "a missing field defaults"
+        );
     }
 }

@@ -19,14 +19,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
 use crate::diagnostics::Diagnostics;
-use crate::plan::Plan;
 use crate::plan::assign::{self, Assignment, Dev, NodeA, PoolA};
 use crate::plan::build::{self, Figures};
 use crate::plan::day2::advice;
 use crate::plan::day2::changes::{Advice, NodeChange, node_change};
-use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
+use crate::plan::day2::previous::{PrevNode, Previous};
 use crate::plan::day2::transition::{self, Observed};
 use crate::plan::problem::{self, Kind, Need, Problem};
+use crate::plan::{GpuMode, Plan};
 use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
 
 /// The sentence every model's reasons end with when the day-2 re-planner made the plan. It does
@@ -468,22 +468,24 @@ fn node_devs(
     let mut devs = Vec::new();
     for g in &node.gpus {
         let tenants: Vec<usize> = g.tenants.iter().filter_map(|t| model(&t.model)).collect();
-        let dev = match &g.mode {
-            PrevMode::Unused => Dev::Unused,
-            PrevMode::Whole => Dev::Whole { tenant: tenants.first().copied() },
+        let Some(mode) = g.mode.known() else {
+            return Err("a GPU has a mode this gpuplan does not know".to_owned());
+        };
+        let dev = match mode {
+            GpuMode::Unused => Dev::Unused,
+            GpuMode::Whole => Dev::Whole { tenant: tenants.first().copied() },
             // Time-slicing and MPS are one device state with the pool's sharing mode; a node
             // whose mode is not the pool's now is a sharing change, re-planned (and drained).
-            PrevMode::TimeSliced { .. } if pool.mps => {
+            GpuMode::TimeSliced { .. } if pool.mps => {
                 return Err("it time-sliced its GPUs; the pool now shares them by MPS".to_owned());
             }
-            PrevMode::Mps { .. } if !pool.mps => {
+            GpuMode::Mps { .. } if !pool.mps => {
                 return Err("it shared its GPUs by MPS; the pool no longer allows `mps`".to_owned());
             }
-            PrevMode::TimeSliced { replicas } | PrevMode::Mps { replicas } => {
+            GpuMode::TimeSliced { replicas } | GpuMode::Mps { replicas } => {
                 Dev::Ts { k: (*replicas).max(1), tenants }
             }
-            PrevMode::Unknown => return Err("a GPU has a mode this gpuplan does not know".to_owned()),
-            PrevMode::Mig { instances } => {
+            GpuMode::Mig { instances } => {
                 let mut counts = vec![0u8; pool.profiles.len()];
                 let mut at: BTreeMap<u8, usize> = BTreeMap::new();
                 for inst in instances {

@@ -28,12 +28,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::catalog::layout::PlacedInstance;
 use crate::catalog::migparted::ALL_DISABLED;
 use crate::plan::day2::changes::{NodeChange, node_change};
 use crate::plan::day2::previous::{
-    Carried, Labels, Phase, PrevGpu, PrevInstance, PrevMode, PrevNode, PrevTenant, Previous, Transition,
+    Carried, Labels, Phase, PrevGpu, PrevMode, PrevNode, Previous, Transition,
 };
-use crate::plan::{DevicePluginConfig, MigConfig, MigConfigEntry, NodePlan, Plan};
+use crate::plan::{DevicePluginConfig, GpuMode, MigConfig, MigConfigEntry, NodePlan, Plan, Tenant};
 use crate::spec::Spec;
 
 /// One node as the cluster reports it: the labels the gate reads.
@@ -282,18 +283,18 @@ fn adopted(n: &NodePlan, current: Option<&[Vec<String>]>) -> Transition {
         .map(|(i, profiles)| PrevGpu {
             index: u32::try_from(i).unwrap_or(u32::MAX),
             uuid: None,
-            mode: if profiles.is_empty() {
-                PrevMode::Whole
+            mode: PrevMode::Known(if profiles.is_empty() {
+                GpuMode::Whole
             } else {
-                PrevMode::Mig {
+                GpuMode::Mig {
                     instances: profiles
                         .iter()
-                        .map(|p| PrevInstance { profile: p.clone(), start: 0 })
+                        .map(|p| PlacedInstance { profile: p.clone(), start: 0 })
                         .collect(),
                 }
-            },
+            }),
             // What runs there is unknown: every GPU counts as busy.
-            tenants: vec![PrevTenant { model: String::new(), instance_start: None }],
+            tenants: vec![Tenant::default()],
         })
         .collect();
     Transition {
