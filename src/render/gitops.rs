@@ -242,15 +242,8 @@ struct DependsOn {
 /// kubelet gives a container to start), in whole minutes, and never under Flux's default of
 /// the 10-minute interval: a slow model start must not fail the sync.
 fn workloads_timeout(spec: &Spec) -> String {
-    let allowance = spec
-        .models
-        .iter()
-        .filter_map(|m| m.deployment.startup.as_ref())
-        .map(|p| {
-            u64::from(p.initial_delay_seconds) + u64::from(p.failure_threshold) * u64::from(p.period_seconds)
-        })
-        .max()
-        .unwrap_or(0);
+    let allowance =
+        spec.models.iter().map(|m| m.deployment.pod.startup_allowance_seconds()).max().unwrap_or(0);
     format!("{}m", allowance.div_ceil(60).max(10))
 }
 

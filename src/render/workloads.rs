@@ -26,7 +26,7 @@ use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::day2::previous::PrevGpu;
 use crate::plan::{ModelPlan, NodePlan, Plan};
 use crate::spec::Spec;
-use crate::spec::deployment::{Budget, IntOrPercent, ModelCache, PodSecurity, Probe, Strategy, ValueFrom};
+use crate::spec::deployment::{Budget, IntOrPercent, PodSettings, Strategy, ValueFrom};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -138,18 +138,11 @@ pub struct WorkloadView {
     pub requests: BTreeMap<String, String>,
     /// Container limits: `cpu`/`memory` as quantities, the planned GPU resource as a count.
     pub limits: BTreeMap<String, serde_json::Value>,
-    pub readiness: Option<Probe>,
-    pub liveness: Option<Probe>,
-    pub startup: Option<Probe>,
-    pub image_pull_secrets: Vec<String>,
-    pub service_account_name: Option<String>,
-    pub model_cache: Option<ModelCache>,
-    /// Size of the memory-backed `/dev/shm` volume (`None`: not mounted).
-    pub shared_memory: Option<String>,
-    /// The pod's `runAsUser`, `runAsGroup` and `fsGroup` (`run_as_user`, …; each may be none).
-    pub security: PodSecurity,
-    pub termination_grace_period_seconds: u32,
-    pub priority_class_name: Option<String>,
+    /// Probes, image pull secrets, service account, model cache, `/dev/shm` size (`None`: not
+    /// mounted), the pod's `runAsUser`, `runAsGroup` and `fsGroup` (`security.run_as_user`, …;
+    /// each may be none), grace period and PriorityClass: the model's, as they are.
+    #[serde(flatten)]
+    pub pod: PodSettings,
     /// At least the startup probe's allowance plus an image pull (`docs/bundle.md`, "Every pod").
     pub progress_deadline_seconds: u32,
 }
@@ -878,7 +871,7 @@ pub fn workload_view(
         "probes are disabled in the manifest"
     };
     for (i, (check, probe)) in
-        [("CKV_K8S_9", &d.readiness), ("CKV_K8S_8", &d.liveness)].into_iter().enumerate()
+        [("CKV_K8S_9", &d.pod.readiness), ("CKV_K8S_8", &d.pod.liveness)].into_iter().enumerate()
     {
         if probe.is_none() {
             annotations.insert(format!("checkov.io/skip{}", i + 1), format!("{check}={why}"));
@@ -910,17 +903,8 @@ pub fn workload_view(
         strategy: strategy(source, unit),
         requests: d.requests.clone(),
         limits,
-        readiness: d.readiness.clone(),
-        liveness: d.liveness.clone(),
-        startup: d.startup.clone(),
-        image_pull_secrets: d.image_pull_secrets.clone(),
-        service_account_name: d.service_account_name.clone(),
-        model_cache: d.model_cache.clone(),
-        shared_memory: d.shared_memory.clone(),
-        security: d.security.clone(),
-        termination_grace_period_seconds: d.termination_grace_period_seconds,
-        priority_class_name: d.priority_class_name.clone(),
-        progress_deadline_seconds: d.progress_deadline_seconds(),
+        pod: d.pod.clone(),
+        progress_deadline_seconds: d.pod.progress_deadline_seconds(),
     }
 }
 

@@ -56,19 +56,28 @@ pub struct Deployment {
     pub requests: BTreeMap<String, String>,
     /// Container limits (`cpu`, `memory`).
     pub limits: BTreeMap<String, String>,
-    pub readiness: Option<Probe>,
-    pub liveness: Option<Probe>,
-    pub startup: Option<Probe>,
-    pub image_pull_secrets: Vec<String>,
     /// Environment variables from Secrets and ConfigMaps, by variable name.
     pub value_from: BTreeMap<String, ValueFrom>,
-    pub service_account_name: Option<String>,
-    pub model_cache: Option<ModelCache>,
     /// Rolling-update override; `None` lets the renderer derive it from the plan.
     pub strategy: Option<Strategy>,
     pub disruption_budget: Budget,
     /// The image is an NVIDIA NIM container ([`NIM_IMAGE_PREFIX`]).
     pub nim: bool,
+    /// What every pod of the model's Deployments carries as it is.
+    #[serde(flatten)]
+    pub pod: PodSettings,
+}
+
+/// The settings of a model's pods that the Deployment template sees as they are, under these
+/// names (`readiness`, `security.fs_group`, …): the template's view flattens this value.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PodSettings {
+    pub readiness: Option<Probe>,
+    pub liveness: Option<Probe>,
+    pub startup: Option<Probe>,
+    pub image_pull_secrets: Vec<String>,
+    pub service_account_name: Option<String>,
+    pub model_cache: Option<ModelCache>,
     /// Size of the memory-backed `/dev/shm`; `None` mounts none.
     pub shared_memory: Option<String>,
     /// The pod's user, group and `fsGroup`; unset fields are the image's.
@@ -86,7 +95,7 @@ pub struct PodSecurity {
     pub fs_group: Option<u32>,
 }
 
-impl Deployment {
+impl PodSettings {
     /// Seconds the startup probe allows before the kubelet restarts the container: the initial
     /// delay plus `periodSeconds × failureThreshold` (0 without a startup probe).
     pub fn startup_allowance_seconds(&self) -> u32 {
@@ -108,16 +117,24 @@ impl Default for Deployment {
         Self {
             requests: DEFAULT_REQUESTS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             limits: DEFAULT_LIMITS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            value_from: BTreeMap::new(),
+            strategy: None,
+            disruption_budget: Budget::default(),
+            nim: false,
+            pod: PodSettings::default(),
+        }
+    }
+}
+
+impl Default for PodSettings {
+    fn default() -> Self {
+        Self {
             readiness: None,
             liveness: None,
             startup: None,
             image_pull_secrets: Vec::new(),
-            value_from: BTreeMap::new(),
             service_account_name: None,
             model_cache: None,
-            strategy: None,
-            disruption_budget: Budget::default(),
-            nim: false,
             shared_memory: Some(DEFAULT_SHARED_MEMORY.to_owned()),
             security: PodSecurity::default(),
             termination_grace_period_seconds: DEFAULT_GRACE_SECONDS,
@@ -465,22 +482,22 @@ pub fn validate(
     let explicit_memory_limit = resources(diags, &mut out, layers);
     probes(diags, &mut out, layers, ports);
     // Only on an otherwise valid manifest: an invalid port or probe is its own error.
-    if !ports.is_empty() && out.readiness.is_none() && !diags.has_errors() {
+    if !ports.is_empty() && out.pod.readiness.is_none() && !diags.has_errors() {
         diags.push(no_readiness_warning(image, nim));
     }
     for s in layers.pick(|d| d.image_pull_secrets.as_ref()).into_iter().flatten() {
-        if object_name(diags, s, "Secret") && !out.image_pull_secrets.contains(&s.value) {
-            out.image_pull_secrets.push(s.value.clone());
+        if object_name(diags, s, "Secret") && !out.pod.image_pull_secrets.contains(&s.value) {
+            out.pod.image_pull_secrets.push(s.value.clone());
         }
     }
     value_from(diags, &mut out, layers);
     if let Some(a) =
         layers.pick(|d| d.service_account_name.as_ref()).filter(|a| object_name(diags, a, "ServiceAccount"))
     {
-        out.service_account_name = Some(a.value.clone());
+        out.pod.service_account_name = Some(a.value.clone());
     }
     if let Some(c) = layers.pick(|d| d.model_cache.as_ref()) {
-        out.model_cache = model_cache(diags, c);
+        out.pod.model_cache = model_cache(diags, c);
     }
     cache_storage(diags, &mut out, layers);
     pod(diags, &mut out, layers, explicit_memory_limit);
@@ -544,9 +561,9 @@ fn probes(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>, por
     let mut merged = |kind: &str, pick: fn(&raw::Probes) -> Option<&raw::Probe>| {
         probe(diags, kind, mp.and_then(pick), dp.and_then(pick), ports, nim)
     };
-    out.readiness = merged("readiness", |p| p.readiness.as_ref());
-    out.liveness = merged("liveness", |p| p.liveness.as_ref());
-    out.startup = merged("startup", |p| p.startup.as_ref());
+    out.pod.readiness = merged("readiness", |p| p.readiness.as_ref());
+    out.pod.liveness = merged("liveness", |p| p.liveness.as_ref());
+    out.pod.startup = merged("startup", |p| p.startup.as_ref());
 }
 
 fn value_from(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>) {
@@ -648,7 +665,7 @@ fn model_cache(diags: &mut Diagnostics, c: &raw::ModelCache) -> Option<ModelCach
 /// An `emptyDir` cache lives on the node's ephemeral storage: the pod requests its size, so the
 /// scheduler never places it where the weights do not fit.
 fn cache_storage(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>) {
-    let Some(cache) = &out.model_cache else { return };
+    let Some(cache) = &out.pod.model_cache else { return };
     if cache.claim_name.is_some() || cache.host_path.is_some() {
         return;
     }
@@ -687,12 +704,12 @@ fn pod(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>, explic
                 "write a size such as `16Gi`, or `0` for none",
             );
         } else if quantity_value(&shm.value) == 0.0 {
-            out.shared_memory = None;
+            out.pod.shared_memory = None;
         } else {
-            out.shared_memory = Some(shm.value.clone());
+            out.pod.shared_memory = Some(shm.value.clone());
         }
     } else if nim {
-        out.shared_memory = Some(NIM_SHARED_MEMORY.to_owned());
+        out.pod.shared_memory = Some(NIM_SHARED_MEMORY.to_owned());
     }
     shared_memory_in_limit(diags, out, explicit_limit);
     let field = |f: fn(&raw::PodSecurity) -> Option<&Sp<i128>>| {
@@ -706,24 +723,24 @@ fn pod(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>, explic
     let id = |diags: &mut Diagnostics, v: Option<&Sp<i128>>, min: i128| {
         v.map(|v| count(diags, Some(v), 0, min, i128::from(i32::MAX))).or(nim_default)
     };
-    out.security = PodSecurity {
+    out.pod.security = PodSecurity {
         run_as_user: id(diags, field(|s| s.run_as_user.as_ref()), 1),
         run_as_group: id(diags, field(|s| s.run_as_group.as_ref()), 0),
         fs_group: id(diags, field(|s| s.fs_group.as_ref()), 0),
     };
     let grace = layers.pick(|d| d.termination_grace_period_seconds.as_ref());
-    out.termination_grace_period_seconds = count(diags, grace, DEFAULT_GRACE_SECONDS, 0, 3600);
+    out.pod.termination_grace_period_seconds = count(diags, grace, DEFAULT_GRACE_SECONDS, 0, 3600);
     if let Some(p) =
         layers.pick(|d| d.priority_class_name.as_ref()).filter(|p| object_name(diags, p, "PriorityClass"))
     {
-        out.priority_class_name = Some(p.value.clone());
+        out.pod.priority_class_name = Some(p.value.clone());
     }
 }
 
 /// `/dev/shm` pages count against the pod's memory limit: a built-in limit is raised to hold
 /// the memory request and the shared memory; a limit the manifest gave that cannot is warned about.
 fn shared_memory_in_limit(diags: &mut Diagnostics, out: &mut Deployment, explicit_limit: Option<Span>) {
-    let Some(shm) = &out.shared_memory else { return };
+    let Some(shm) = &out.pod.shared_memory else { return };
     let request = out.requests.get("memory").map_or(0.0, |r| quantity_value(r));
     let needed = request + quantity_value(shm);
     let limit = out.limits.get("memory").map_or(f64::INFINITY, |l| quantity_value(l));
@@ -878,27 +895,27 @@ mod tests {
         assert!(diags.is_empty());
         assert_eq!(d.requests.get("cpu").map(String::as_str), Some("1"));
         assert!(d.requests.contains_key("memory") && d.limits.contains_key("memory"));
-        assert!(d.readiness.is_none(), "no ports, no probe");
+        assert!(d.pod.readiness.is_none(), "no ports, no probe");
     }
 
     #[test]
     fn nim_images_get_the_nim_probes_user_and_shared_memory() {
         let (d, diags) = checked(None, &http(), "nvcr.io/nim/meta/llama:1");
         assert!(diags.is_empty());
-        assert_eq!(d.readiness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_READY_PATH));
-        assert_eq!(d.liveness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_LIVE_PATH));
-        assert_eq!(d.startup.as_ref().map(|p| p.failure_threshold), Some(180));
-        assert_eq!(d.shared_memory.as_deref(), Some(NIM_SHARED_MEMORY));
-        assert_eq!(d.security.fs_group, Some(NIM_USER));
+        assert_eq!(d.pod.readiness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_READY_PATH));
+        assert_eq!(d.pod.liveness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_LIVE_PATH));
+        assert_eq!(d.pod.startup.as_ref().map(|p| p.failure_threshold), Some(180));
+        assert_eq!(d.pod.shared_memory.as_deref(), Some(NIM_SHARED_MEMORY));
+        assert_eq!(d.pod.security.fs_group, Some(NIM_USER));
         // 30 minutes of startup probe plus 30 minutes of image pull: the NIM chart's 3600 s.
-        assert_eq!((d.startup_allowance_seconds(), d.progress_deadline_seconds()), (1800, 3600));
+        assert_eq!((d.pod.startup_allowance_seconds(), d.pod.progress_deadline_seconds()), (1800, 3600));
     }
 
     #[test]
     fn other_images_get_only_declared_probes_and_a_warning_without_readiness() {
         let (d, diags) = checked(None, &http(), "ghcr.io/example/pii:3");
-        assert!(d.readiness.is_none() && d.liveness.is_none() && d.startup.is_none());
-        assert!(d.security.run_as_user.is_none());
+        assert!(d.pod.readiness.is_none() && d.pod.liveness.is_none() && d.pod.startup.is_none());
+        assert!(d.pod.security.run_as_user.is_none());
         assert_eq!(diags.iter().map(|d| d.code).collect::<Vec<_>>(), vec![codes::NO_READINESS_PROBE]);
         let probes = raw::Probes {
             readiness: Some(raw::Probe { path: Some(sp("/ready".to_owned())), ..raw::Probe::default() }),
@@ -907,9 +924,9 @@ mod tests {
         let block = raw::DeploymentSettings { probes: Some(probes), ..raw::DeploymentSettings::default() };
         let (d, diags) = checked(Some(&block), &http(), "ghcr.io/example/pii:3");
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(d.readiness.as_ref().and_then(|p| p.path.as_deref()), Some("/ready"));
-        assert!(d.liveness.is_none(), "not declared, not invented");
-        assert_eq!(d.progress_deadline_seconds(), 1800);
+        assert_eq!(d.pod.readiness.as_ref().and_then(|p| p.path.as_deref()), Some("/ready"));
+        assert!(d.pod.liveness.is_none(), "not declared, not invented");
+        assert_eq!(d.pod.progress_deadline_seconds(), 1800);
     }
 
     #[test]
@@ -952,6 +969,6 @@ mod tests {
         let (_, diags) = checked(Some(&block(cache(None, None))), &http(), "nvcr.io/nim/a/b:1");
         assert_eq!(diags.iter().map(|d| d.code).collect::<Vec<_>>(), vec![codes::CACHE_WITHOUT_SIZE]);
         let (d, diags) = checked(Some(&block(cache(Some("1Gi"), Some("/x")))), &http(), "nvcr.io/nim/a/b:1");
-        assert!(d.model_cache.is_none() && diags.has_errors(), "two kinds of volume");
+        assert!(d.pod.model_cache.is_none() && diags.has_errors(), "two kinds of volume");
     }
 }
