@@ -95,7 +95,7 @@ pub fn import_current(
     mig_config: Option<&str>,
     catalog: &Catalog,
 ) -> Result<Vec<ImportedNode>, String> {
-    use crate::catalog::migparted::{Devices, MigPartedConfig};
+    use crate::catalog::migparted::{Devices, MigPartedConfig, deciding_entry};
     let doc: serde_json::Value = serde_json::from_str(nodes_json).map_err(|e| format!("not JSON: {e}"))?;
     let items = node_items(&doc)?;
     let parted = match mig_config {
@@ -145,17 +145,13 @@ pub fn import_current(
                 None => notes.push(format!("mig-parted config `{c}` is not in the given ConfigMap")),
                 Some(entries) => {
                     for (i, slot) in gpus.iter_mut().enumerate() {
-                        let matches = entries.iter().find(|e| {
+                        let matches = deciding_entry(entries, |e| {
                             let dev = match &e.devices {
                                 Devices::All => true,
                                 Devices::Indices(ix) => ix.contains(&(i as u32)),
                             };
                             let filter = e.device_filter.as_ref().is_none_or(|f| {
-                                gpu.is_none_or(|g| {
-                                    f.ids()
-                                        .iter()
-                                        .any(|id| g.pci_ids.iter().any(|p| p.eq_ignore_ascii_case(id)))
-                                })
+                                gpu.is_none_or(|g| f.ids().iter().any(|id| g.matches_pci_id(id)))
                             });
                             dev && filter
                         });
@@ -200,4 +196,22 @@ pub fn current_yaml(nodes: &[ImportedNode]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::import_current;
+    use crate::catalog::Catalog;
+
+    #[test]
+    fn the_last_matching_mig_parted_entry_decides_a_gpus_layout() {
+        let nodes = r#"{"items":[{"metadata":{"name":"n1","labels":{
+            "nvidia.com/gpu.product":"NVIDIA-A100-SXM4-80GB","nvidia.com/gpu.count":"2",
+            "nvidia.com/mig.config":"mixed","nvidia.com/mig.config.state":"success"}}}]}"#;
+        // mig-parted applies both entries to GPU 0, in order: it ends with one 7g.80gb.
+        let config = "version: v1\nmig-configs:\n  mixed:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        3g.40gb: 2\n    - devices: [0]\n      mig-enabled: true\n      mig-devices:\n        7g.80gb: 1\n";
+        let imported = import_current(nodes, Some(config), &Catalog::builtin()).expect("imports");
+        assert_eq!(imported.len(), 1);
+        assert_eq!(imported[0].gpus, vec![vec!["7g.80gb".to_owned()], vec!["3g.40gb".to_owned(); 2]]);
+    }
 }

@@ -39,6 +39,15 @@ use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, codes, 
 /// it, and the GPU Operator applies it to nodes without a `nvidia.com/mig.config` label.
 pub const ALL_DISABLED: &str = "all-disabled";
 
+/// The entry of a mig-parted config that decides one GPU's layout, given which entries apply
+/// to the GPU (its index in `devices`, its PCI id in `device-filter`). mig-parted walks a
+/// config's entries in order and applies every one that matches the GPU, each in turn
+/// (NVIDIA mig-parted, `cmd/nvidia-mig-parted/assert`), so the GPU ends with the last match.
+/// `None`: no entry matches, and mig-parted leaves the GPU as it is.
+pub fn deciding_entry<E>(entries: &[E], applies: impl Fn(&E) -> bool) -> Option<&E> {
+    entries.iter().rev().find(|e| applies(e))
+}
+
 /// The device plugin's config for nodes without a `nvidia.com/device-plugin.config` label (no
 /// sharing), named here beside its mig-parted counterpart.
 pub const DEFAULT_DEVICE_PLUGIN_CONFIG: &str = "default";

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Checker, Device, Kind, node_at};
-use crate::catalog::GpuModel;
+use crate::catalog::{GpuModel, migparted};
 use crate::plan::{DevicePluginConfig, GpuMode, MigConfig, NodePlan, rules};
 use crate::spec::{Model, Pool};
 
@@ -222,8 +222,7 @@ impl<'a> Checker<'a> {
     fn check_mig_entry(&mut self, device: Device<'_>, config: &MigConfig) {
         let (gpu, node, g) = (device.gpu, device.node, device.plan);
         let at = device.at();
-        // mig-parted applies every matching entry in order: the last one decides.
-        let entry = config.entries.iter().rev().find(|e| {
+        let entry = migparted::deciding_entry(&config.entries, |e| {
             e.devices.as_ref().is_none_or(|d| d.contains(&g.index))
                 && (e.device_filter.is_empty() || e.device_filter.iter().any(|f| gpu.matches_pci_id(f)))
         });
