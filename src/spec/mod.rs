@@ -29,6 +29,7 @@ pub use validate::{
 pub use change_policy::{ChangeMode, ChangePolicy};
 pub use headroom::usable_mib;
 
+use crate::catalog::Catalog;
 use crate::diagnostics::{Code, Diagnostic, Span};
 pub use crate::manifest::words::{Backend, Isolation, Keyword, MeasuredPoint, MigStrategy, Spread};
 
@@ -220,6 +221,30 @@ pub struct Model {
     pub span: Option<Span>,
 }
 
+impl Model {
+    /// Whether the model's `pools` allow the pool named `pool`: see [`pools_allow`].
+    pub fn allows_pool(&self, pool: &str) -> bool {
+        pools_allow(&self.pools, pool)
+    }
+
+    /// Whether the model's `gpuTypes` allow GPUs of catalog id `gpu`: see [`gpu_types_allow`].
+    pub fn allows_gpu(&self, catalog: &Catalog, gpu: &str) -> bool {
+        gpu_types_allow(&self.gpu_types, catalog, gpu)
+    }
+}
+
+/// A model's `pools` filter: every pool when empty, else the pools it names.
+pub fn pools_allow(pools: &[String], pool: &str) -> bool {
+    pools.is_empty() || pools.iter().any(|p| p == pool)
+}
+
+/// A model's `gpuTypes` filter: every GPU when empty, else the GPUs its names resolve to in the
+/// catalog (an id in any case, or an alias), compared with the catalog id `gpu`. Validation, the
+/// planner, the bounds and the verifier all ask this.
+pub fn gpu_types_allow(gpu_types: &[String], catalog: &Catalog, gpu: &str) -> bool {
+    gpu_types.is_empty() || gpu_types.iter().any(|t| catalog.get(t).is_some_and(|g| g.id == gpu))
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Port {
     pub name: String,
@@ -352,5 +377,24 @@ impl Spec {
 
     pub fn model(&self, name: &str) -> Option<&Model> {
         self.models.iter().find(|m| m.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gpu_types_allow, pools_allow};
+    use crate::catalog::Catalog;
+
+    #[test]
+    fn a_models_filters_allow_everything_when_empty_and_resolve_gpu_names_by_the_catalog() {
+        let catalog = Catalog::builtin();
+        assert!(pools_allow(&[], "a") && pools_allow(&["a".to_owned()], "a"));
+        assert!(!pools_allow(&["a".to_owned()], "A"), "pool names are exact");
+        assert!(gpu_types_allow(&[], &catalog, "A100-SXM4-80GB"));
+        for name in ["A100-SXM4-80GB", "a100-sxm4-80gb", "a100-80gb-sxm"] {
+            assert!(gpu_types_allow(&[name.to_owned()], &catalog, "A100-SXM4-80GB"), "{name}");
+        }
+        assert!(!gpu_types_allow(&["H100-PCIE-80GB".to_owned()], &catalog, "A100-SXM4-80GB"));
+        assert!(!gpu_types_allow(&["no-such-gpu".to_owned()], &catalog, "A100-SXM4-80GB"));
     }
 }

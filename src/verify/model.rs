@@ -281,7 +281,7 @@ impl<'a> Checker<'a> {
 
     fn check_pool_allowed(&mut self, m: &Model, pool: &str) {
         let at = format!("model `{}`", m.name);
-        if !m.pools.is_empty() && !m.pools.iter().any(|p| p == pool) {
+        if !m.allows_pool(pool) {
             self.push(
                 Kind::AllowedPools,
                 at.clone(),
@@ -289,10 +289,7 @@ impl<'a> Checker<'a> {
             );
         }
         if !m.gpu_types.is_empty() {
-            let gpu = self.pool_gpu(pool);
-            let allowed = gpu.is_some_and(|g| {
-                m.gpu_types.iter().any(|t| self.catalog.get(t).is_some_and(|a| a.id == g.id) || t == &g.id)
-            });
+            let allowed = self.pool_gpu(pool).is_some_and(|g| m.allows_gpu(self.catalog, &g.id));
             if !allowed {
                 self.push(
                     Kind::AllowedPools,

@@ -8,7 +8,8 @@ use crate::catalog::GpuModel;
 use crate::diagnostics::{Diagnostic, Span, codes, nearest};
 use crate::manifest::{self as raw, Manifest, ModelClass, Sp};
 use crate::spec::{
-    BaselineGpu, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, names, usable_mib,
+    BaselineGpu, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, gpu_types_allow, names,
+    pools_allow, usable_mib,
 };
 
 impl Validator<'_> {
@@ -108,8 +109,8 @@ impl Validator<'_> {
         // The pools the model may use: those its `pools` and `gpuTypes` name (all when empty).
         let eligible: Vec<&CheckedPool> = pools
             .iter()
-            .filter(|p| model_pools.is_empty() || model_pools.contains(&p.pool.name))
-            .filter(|p| gpu_types.is_empty() || gpu_types.contains(&p.pool.gpu))
+            .filter(|p| pools_allow(&model_pools, &p.pool.name))
+            .filter(|p| gpu_types_allow(&gpu_types, self.catalog, &p.pool.gpu))
             .collect();
         let model_span = raw.span.clone().unwrap_or_else(|| raw.name.span.clone());
         // Only judge eligibility when every pool and filter could be read.
