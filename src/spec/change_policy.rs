@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::error;
 use crate::diagnostics::{Diagnostics, codes};
-use crate::manifest::ChangePolicy as Raw;
+use crate::manifest::{ChangePolicy as Raw, Sp};
 
 pub use crate::manifest::words::ChangeMode;
 
@@ -33,34 +33,45 @@ pub(super) fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePoli
         mode: raw.mode.as_ref().map_or(ChangeMode::Minimal, |m| m.value),
         ..Default::default()
     };
-    if let Some(n) = &raw.reoptimize_when_saving_gpus {
-        if (1..=i128::from(u32::MAX)).contains(&n.value) {
-            out.reoptimize_when_saving_gpus = u32::try_from(n.value).ok();
-        } else {
-            let message =
-                format!("`changePolicy.reoptimizeWhenSavingGpus` is {}; it must be at least 1", n.value);
-            let help = "give a whole number of GPUs, 1 or more, or leave the field out to never re-partition only to save";
-            diags.push(error(codes::INVALID_VALUE, &n.span, message, "out of range", help));
-        }
-    }
-    if let Some(c) = &raw.reoptimize_when_saving_cost_per_hour {
-        if c.value.is_finite() && c.value > 0.0 {
-            out.reoptimize_when_saving_cost_per_hour = Some(c.value);
-        } else {
-            let message =
-                format!("`changePolicy.reoptimizeWhenSavingCostPerHour` is {}; it must be above 0", c.value);
-            let help = "give a cost per hour above 0, in the unit of the pools' `costPerGpuHour`";
-            diags.push(error(codes::INVALID_VALUE, &c.span, message, "out of range", help));
-        }
-    }
-    if let Some(n) = &raw.max_repartitions {
-        if (1..=i128::from(u32::MAX)).contains(&n.value) {
-            out.max_repartitions = u32::try_from(n.value).ok();
-        } else {
-            let message = format!("`changePolicy.maxRepartitions` is {}; it must be at least 1", n.value);
-            let help = "give a whole number of nodes, 1 or more, or leave the field out for no bound";
-            diags.push(error(codes::INVALID_VALUE, &n.span, message, "out of range", help));
-        }
+    let whole = |n: &i128| u32::try_from(*n).ok().filter(|n| *n >= 1);
+    out.reoptimize_when_saving_gpus = in_range(
+        diags,
+        raw.reoptimize_when_saving_gpus.as_ref(),
+        ("reoptimizeWhenSavingGpus", "at least 1"),
+        "give a whole number of GPUs, 1 or more, or leave the field out to never re-partition only to save",
+        whole,
+    );
+    out.reoptimize_when_saving_cost_per_hour = in_range(
+        diags,
+        raw.reoptimize_when_saving_cost_per_hour.as_ref(),
+        ("reoptimizeWhenSavingCostPerHour", "above 0"),
+        "give a cost per hour above 0, in the unit of the pools' `costPerGpuHour`",
+        |c: &f64| Some(*c).filter(|c| c.is_finite() && *c > 0.0),
+    );
+    out.max_repartitions = in_range(
+        diags,
+        raw.max_repartitions.as_ref(),
+        ("maxRepartitions", "at least 1"),
+        "give a whole number of nodes, 1 or more, or leave the field out for no bound",
+        whole,
+    );
+    out
+}
+
+/// A field of the block, when `accept` takes its value; else an `invalid-value` error that
+/// says the bound (`field` is the key and the bound in words) and `help`.
+fn in_range<T: std::fmt::Display, V>(
+    diags: &mut Diagnostics,
+    value: Option<&Sp<T>>,
+    (key, bound): (&str, &str),
+    help: &str,
+    accept: impl Fn(&T) -> Option<V>,
+) -> Option<V> {
+    let v = value?;
+    let out = accept(&v.value);
+    if out.is_none() {
+        let message = format!("`changePolicy.{key}` is {}; it must be {bound}", v.value);
+        diags.push(error(codes::INVALID_VALUE, &v.span, message, "out of range", help));
     }
     out
 }
