@@ -27,6 +27,19 @@ pub(super) struct Node {
     pub allocatable: BTreeMap<String, u64>,
 }
 
+#[cfg(test)]
+impl Node {
+    /// A test node with `gpus` `nvidia.com/gpu`, labelled with its hostname, without taints.
+    pub(super) fn with_gpus(name: &str, gpus: u64) -> Node {
+        Node {
+            name: name.to_owned(),
+            labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
+            taints: Vec::new(),
+            allocatable: BTreeMap::from([("nvidia.com/gpu".to_owned(), gpus)]),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct Taint {
     pub key: String,

@@ -154,12 +154,7 @@ mod tests {
     use crate::simulate::scheduler::{Placed, State};
 
     fn node(name: &str, gpus: u64) -> Node {
-        Node {
-            name: name.to_owned(),
-            labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
-            taints: Vec::new(),
-            allocatable: BTreeMap::from([("nvidia.com/gpu".to_owned(), gpus)]),
-        }
+        Node::with_gpus(name, gpus)
     }
 
     /// A Deployment of model `a` with `replicas` pods, pinned to `pin` when given.

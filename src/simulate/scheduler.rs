@@ -246,16 +246,8 @@ mod tests {
     use crate::simulate::cluster::Taint;
 
     fn node(name: &str, gpus: u64) -> Node {
-        Node {
-            name: name.into(),
-            labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
-            taints: vec![Taint {
-                key: "nvidia.com/gpu".into(),
-                value: String::new(),
-                effect: "NoSchedule".into(),
-            }],
-            allocatable: BTreeMap::from([("nvidia.com/gpu".to_owned(), gpus)]),
-        }
+        let taint = Taint { key: "nvidia.com/gpu".into(), value: String::new(), effect: "NoSchedule".into() };
+        Node { taints: vec![taint], ..Node::with_gpus(name, gpus) }
     }
 
     fn spread_workload(min_domains: Option<u64>) -> Workload {
