@@ -133,7 +133,7 @@ fn manifest_yaml(spec: &Spec) -> String {
         s.push_str(&format!(
             "  - name: {}\n    image: {}\n    memory: {}MiB\n    compute: {}\n    replicas: {n}\n    isolation: {}\n    spread: {}\n",
             m.name,
-            m.image,
+            m.container.image,
             m.memory_mib,
             m.compute,
             match m.isolation {

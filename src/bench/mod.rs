@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use crate::catalog::Catalog;
 use crate::plan::latency::DEFAULT_TIME_SLICING_EFFICIENCY;
 use crate::spec::{
-    ChangePolicy, Cluster, Demand, Isolation, MigStrategy, Model, Nodes, OutputOptions, Policy, Pool, Spec,
-    Spread, TimeSlicingOptions,
+    ChangePolicy, Cluster, Container, Demand, Isolation, MigStrategy, Model, Nodes, OutputOptions, Policy,
+    Pool, Spec, Spread, TimeSlicingOptions,
 };
 
 /// Catalog id of the A100 80GB SXM4.
@@ -161,9 +161,7 @@ pub fn fleet(gpus: u32, models: u32, seed: u64, priced: bool) -> (Spec, Catalog)
 pub fn model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model {
     Model {
         name: name.to_owned(),
-        image: format!("registry.example.com/{name}:1.0"),
-        command: Vec::new(),
-        args: Vec::new(),
+        container: Container { image: format!("registry.example.com/{name}:1.0"), ..Container::default() },
         env: Vec::new(),
         ports: Vec::new(),
         memory_mib,

@@ -612,7 +612,7 @@ pub fn rate_spec(
                 _ => (gpu.memory_mib, 1.0),
             };
             let mut m = super::model(&model, memory_mib, compute, 1);
-            m.image = format!("registry.example/parvagpu/{model}:sc24");
+            m.container.image = format!("registry.example/parvagpu/{model}:sc24");
             m.demand = Demand::Rate(demand);
             m
         })

@@ -125,11 +125,11 @@ fn check_model(model: &Model, diags: &mut Diagnostics) {
             &format!("{DNS_LABEL}, starting with a letter"),
         ));
     }
-    if image(&model.image).is_err() {
+    if image(&model.container.image).is_err() {
         diags.push(unsafe_name(
             span,
             "image",
-            &model.image,
+            &model.container.image,
             "an image reference without spaces or control characters",
         ));
     }

@@ -25,8 +25,8 @@ use super::objects::{LAYOUT_LABEL, POOL_LABEL, SYNC_WAVE};
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::day2::previous::PrevGpu;
 use crate::plan::{ModelPlan, NodePlan, Plan};
-use crate::spec::Spec;
 use crate::spec::deployment::{Budget, IntOrPercent, PodSettings, Strategy, ValueFrom};
+use crate::spec::{Container, Spec};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -112,9 +112,9 @@ pub struct WorkloadView {
     pub model: String,
     pub namespace: String,
     pub plan: String,
-    pub image: String,
-    pub command: Vec<String>,
-    pub args: Vec<String>,
+    /// `image`, `command` and `args`: the model's, as they are.
+    #[serde(flatten)]
+    pub container: Container,
     pub env: Vec<EnvView>,
     pub ports: Vec<PortView>,
     pub replicas: u32,
@@ -883,9 +883,7 @@ pub fn workload_view(
         model: source.name.clone(),
         namespace: spec.cluster.namespace.clone(),
         plan: spec.name.clone(),
-        image: source.image.clone(),
-        command: source.command.clone(),
-        args: source.args.clone(),
+        container: source.container.clone(),
         env,
         ports: ports(source),
         replicas: unit.replicas,

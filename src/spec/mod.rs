@@ -190,9 +190,9 @@ pub struct CurrentNode {
 #[serde(rename_all = "camelCase")]
 pub struct Model {
     pub name: String,
-    pub image: String,
-    pub command: Vec<String>,
-    pub args: Vec<String>,
+    /// The image and how it starts.
+    #[serde(flatten)]
+    pub container: Container,
     /// Environment variables, in the order given.
     pub env: Vec<(String, String)>,
     pub ports: Vec<Port>,
@@ -243,6 +243,15 @@ pub fn pools_allow(pools: &[String], pool: &str) -> bool {
 /// planner, the bounds and the verifier all ask this.
 pub fn gpu_types_allow(gpu_types: &[String], catalog: &Catalog, gpu: &str) -> bool {
     gpu_types.is_empty() || gpu_types.iter().any(|t| catalog.get(t).is_some_and(|g| g.id == gpu))
+}
+
+/// A model's container as the manifest gives it; the Deployment template sees it as it is.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Container {
+    pub image: String,
+    /// Replaces the image's entrypoint when not empty.
+    pub command: Vec<String>,
+    pub args: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -437,8 +437,8 @@ fn hostile_values_are_escaped_and_round_trip() {
     let hostile = "x\"\n---\napiVersion: v1\nkind: Secret\n# \u{2028}'{{ name }}' \\ yes";
     let asr = f.spec.models.iter_mut().find(|m| m.name == "parakeet-asr").expect("asr");
     asr.env.push(("EVIL".to_owned(), hostile.to_owned()));
-    asr.args = vec![hostile.to_owned(), "yes".to_owned(), "0o17".to_owned()];
-    asr.command = vec!["sh".to_owned(), "-c".to_owned(), "echo ${HOME}: done".to_owned()];
+    asr.container.args = vec![hostile.to_owned(), "yes".to_owned(), "0o17".to_owned()];
+    asr.container.command = vec!["sh".to_owned(), "-c".to_owned(), "echo ${HOME}: done".to_owned()];
     let b = bundle(&f);
     let docs = documents(&b);
     assert_eq!(of_kind(&docs, "Secret").len(), 0, "no injected document");
@@ -461,7 +461,10 @@ fn hostile_names_are_rejected_not_rewritten() {
     let cases: Vec<(&str, Breaker)> = vec![
         ("model name with traversal", Box::new(|f| rename_model(f, "../../etc/evil"))),
         ("model name with newline", Box::new(|f| rename_model(f, "asr\nkind: Secret"))),
-        ("image with newline", Box::new(|f| f.spec.models[0].image = "nginx\n---\nkind: Secret".to_owned())),
+        (
+            "image with newline",
+            Box::new(|f| f.spec.models[0].container.image = "nginx\n---\nkind: Secret".to_owned()),
+        ),
         ("env name with colon", Box::new(|f| f.spec.models[0].env.push(("A: b".to_owned(), "v".to_owned())))),
         ("namespace", Box::new(|f| f.spec.cluster.namespace = "inference\n  evil: true".to_owned())),
         ("node name", Box::new(|f| f.plan.pools[0].nodes[0].name = "../gpu-a-1".to_owned())),
@@ -608,7 +611,7 @@ proptest::proptest! {
         let mut f = fx::voice_pipeline();
         let asr = f.spec.models.iter_mut().find(|m| m.name == "parakeet-asr").expect("asr");
         asr.env = vec![("V".to_owned(), value.clone())];
-        asr.args = vec![arg.clone()];
+        asr.container.args = vec![arg.clone()];
         let b = bundle(&f);
         let docs = check_documents(&b.files["workloads/parakeet-asr.yaml"]).expect("parses");
         proptest::prop_assert_eq!(docs.len(), 3);

@@ -13,7 +13,9 @@ use gpuplan::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
     Quality, ReplicaGroup, Tenant,
 };
-use gpuplan::spec::{ArgoCd, Demand, Flux, Isolation, Model, Nodes, Policy, Pool, Port, Spec, Spread, Taint};
+use gpuplan::spec::{
+    ArgoCd, Container, Demand, Flux, Isolation, Model, Nodes, Policy, Pool, Port, Spec, Spread, Taint,
+};
 
 pub(crate) const A100: &str = "A100-SXM4-80GB";
 
@@ -99,9 +101,7 @@ pub(crate) fn pool(name: &str, gpus_per_node: u32, nodes: Nodes) -> Pool {
 pub(crate) fn model(name: &str, image: &str, replicas: u32) -> Model {
     Model {
         name: name.to_owned(),
-        image: image.to_owned(),
-        command: Vec::new(),
-        args: Vec::new(),
+        container: Container { image: image.to_owned(), command: Vec::new(), args: Vec::new() },
         env: Vec::new(),
         ports: Vec::new(),
         memory_mib: 10 * 1024,
@@ -218,7 +218,7 @@ pub(crate) fn voice_pipeline() -> Fixture {
     llm.gpus = Some(1);
     llm.llm = true;
     llm.ports = vec![port("http", 8000)];
-    llm.args = vec!["--max-model-len".to_owned(), "8192".to_owned()];
+    llm.container.args = vec!["--max-model-len".to_owned(), "8192".to_owned()];
     let pool = pool("a100", 2, Nodes::Named(vec!["gpu-a-1".to_owned(), "gpu-a-2".to_owned()]));
     let spec = spec("voice-prod", vec![pool], vec![asr, tts, llm]);
 

@@ -8,8 +8,8 @@ use crate::catalog::GpuModel;
 use crate::diagnostics::{Diagnostic, Span, codes, nearest};
 use crate::manifest::{self as raw, Manifest, ModelClass, Sp};
 use crate::spec::{
-    BaselineGpu, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, gpu_types_allow, names,
-    pools_allow, usable_mib,
+    BaselineGpu, Container, Demand, Isolation, Latency, Model, Policy, Port, Spread, error, gpu_types_allow,
+    names, pools_allow, usable_mib,
 };
 
 impl Validator<'_> {
@@ -151,9 +151,11 @@ impl Validator<'_> {
         let deployment = crate::spec::deployment::validate(&mut self.diags, own, default, &ports, &raw.image);
         Some(Model {
             name: name.clone(),
-            image: raw.image.value.clone(),
-            command: raw.command.iter().flatten().map(|s| s.value.clone()).collect(),
-            args: raw.args.iter().flatten().map(|s| s.value.clone()).collect(),
+            container: Container {
+                image: raw.image.value.clone(),
+                command: raw.command.iter().flatten().map(|s| s.value.clone()).collect(),
+                args: raw.args.iter().flatten().map(|s| s.value.clone()).collect(),
+            },
             env,
             ports,
             memory_mib: memory_mib?,
