@@ -293,21 +293,10 @@ impl Reader {
                 Some(Sp::new(*f as i128, self.span(&node.span)))
             }
             Value::Float(f) if f.is_infinite() || (f.fract() == 0.0 && f.abs() >= 1e30) => {
-                self.diags.push(
-                    Diagnostic::error(codes::INVALID_VALUE, "this number is too large")
-                        .at(self.span(&node.span), "out of range")
-                        .with_help("write a whole number that fits the field's range"),
-                );
-                None
+                let why = ("this number is too large", "out of range");
+                self.invalid_number(node, why, "write a whole number that fits the field's range")
             }
-            Value::Str(s) if s.trim().parse::<f64>().is_ok() => {
-                self.wrong_type(node, "an integer", "remove the quotes");
-                None
-            }
-            _ => {
-                self.wrong_type(node, "an integer", "write a whole number, such as `2`");
-                None
-            }
+            _ => self.not_a_number(node, "an integer", "write a whole number, such as `2`"),
         }
     }
 
@@ -316,22 +305,27 @@ impl Reader {
             Value::Int(i) => Some(Sp::new(*i as f64, self.span(&node.span))),
             Value::Float(f) if f.is_finite() => Some(Sp::new(*f, self.span(&node.span))),
             Value::Float(_) => {
-                self.diags.push(
-                    Diagnostic::error(codes::INVALID_VALUE, "this number is not finite")
-                        .at(self.span(&node.span), "infinite or not a number")
-                        .with_help("write a finite number, such as `0.25`"),
-                );
-                None
+                let why = ("this number is not finite", "infinite or not a number");
+                self.invalid_number(node, why, "write a finite number, such as `0.25`")
             }
-            Value::Str(s) if s.trim().parse::<f64>().is_ok() => {
-                self.wrong_type(node, "a number", "remove the quotes");
-                None
-            }
-            _ => {
-                self.wrong_type(node, "a number", "write a number, such as `0.25`");
-                None
-            }
+            _ => self.not_a_number(node, "a number", "write a number, such as `0.25`"),
         }
+    }
+
+    /// A number the field cannot hold: `invalid-value`, with the message and label of `why`.
+    fn invalid_number<T>(&mut self, node: &Node, (message, label): (&str, &str), help: &str) -> Option<T> {
+        let d =
+            Diagnostic::error(codes::INVALID_VALUE, message).at(self.span(&node.span), label).with_help(help);
+        self.diags.push(d);
+        None
+    }
+
+    /// Not a number where `expected` (a number, an integer) is: a number in quotes is told to
+    /// lose them, anything else gets `example`.
+    fn not_a_number<T>(&mut self, node: &Node, expected: &str, example: &str) -> Option<T> {
+        let quoted = matches!(&node.value, Value::Str(s) if s.trim().parse::<f64>().is_ok());
+        self.wrong_type(node, expected, if quoted { "remove the quotes" } else { example });
+        None
     }
 
     fn boolean(&mut self, node: &Node) -> Option<Sp<bool>> {
