@@ -34,44 +34,52 @@ pub(super) fn validate(raw: Option<&Raw>, diags: &mut Diagnostics) -> ChangePoli
         ..Default::default()
     };
     let whole = |n: &i128| u32::try_from(*n).ok().filter(|n| *n >= 1);
-    out.reoptimize_when_saving_gpus = in_range(
-        diags,
-        raw.reoptimize_when_saving_gpus.as_ref(),
-        ("reoptimizeWhenSavingGpus", "at least 1"),
-        "give a whole number of GPUs, 1 or more, or leave the field out to never re-partition only to save",
-        whole,
-    );
-    out.reoptimize_when_saving_cost_per_hour = in_range(
-        diags,
-        raw.reoptimize_when_saving_cost_per_hour.as_ref(),
-        ("reoptimizeWhenSavingCostPerHour", "above 0"),
-        "give a cost per hour above 0, in the unit of the pools' `costPerGpuHour`",
-        |c: &f64| Some(*c).filter(|c| c.is_finite() && *c > 0.0),
-    );
-    out.max_repartitions = in_range(
-        diags,
-        raw.max_repartitions.as_ref(),
-        ("maxRepartitions", "at least 1"),
-        "give a whole number of nodes, 1 or more, or leave the field out for no bound",
-        whole,
-    );
+    let gpus = raw.reoptimize_when_saving_gpus.as_ref();
+    out.reoptimize_when_saving_gpus = in_range(diags, gpus, &SAVING_GPUS, whole);
+    let cost = raw.reoptimize_when_saving_cost_per_hour.as_ref();
+    out.reoptimize_when_saving_cost_per_hour =
+        in_range(diags, cost, &SAVING_COST, |c: &f64| Some(*c).filter(|c| c.is_finite() && *c > 0.0));
+    out.max_repartitions = in_range(diags, raw.max_repartitions.as_ref(), &MAX_REPARTITIONS, whole);
     out
 }
 
+/// What a bounded field of the block is called, its bound in words and the hint when a value
+/// is out of it.
+struct Bound {
+    key: &'static str,
+    bound: &'static str,
+    help: &'static str,
+}
+
+const SAVING_GPUS: Bound = Bound {
+    key: "reoptimizeWhenSavingGpus",
+    bound: "at least 1",
+    help: "give a whole number of GPUs, 1 or more, or leave the field out to never re-partition only to save",
+};
+const SAVING_COST: Bound = Bound {
+    key: "reoptimizeWhenSavingCostPerHour",
+    bound: "above 0",
+    help: "give a cost per hour above 0, in the unit of the pools' `costPerGpuHour`",
+};
+const MAX_REPARTITIONS: Bound = Bound {
+    key: "maxRepartitions",
+    bound: "at least 1",
+    help: "give a whole number of nodes, 1 or more, or leave the field out for no bound",
+};
+
 /// A field of the block, when `accept` takes its value; else an `invalid-value` error that
-/// says the bound (`field` is the key and the bound in words) and `help`.
+/// says the field's bound and hint.
 fn in_range<T: std::fmt::Display, V>(
     diags: &mut Diagnostics,
     value: Option<&Sp<T>>,
-    (key, bound): (&str, &str),
-    help: &str,
+    field: &Bound,
     accept: impl Fn(&T) -> Option<V>,
 ) -> Option<V> {
     let v = value?;
     let out = accept(&v.value);
     if out.is_none() {
-        let message = format!("`changePolicy.{key}` is {}; it must be {bound}", v.value);
-        diags.push(error(codes::INVALID_VALUE, &v.span, message, "out of range", help));
+        let message = format!("`changePolicy.{}` is {}; it must be {}", field.key, v.value, field.bound);
+        diags.push(error(codes::INVALID_VALUE, &v.span, message, "out of range", field.help));
     }
     out
 }
@@ -107,5 +115,15 @@ mod tests {
         assert_eq!(p.mode, ChangeMode::Full);
         assert_eq!(d.iter().count(), 3);
         assert!(d.has_errors());
+        let messages: Vec<&str> = d.iter().map(|x| x.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "`changePolicy.reoptimizeWhenSavingGpus` is 0; it must be at least 1",
+                "`changePolicy.reoptimizeWhenSavingCostPerHour` is -1; it must be above 0",
+                "`changePolicy.maxRepartitions` is 0; it must be at least 1",
+            ]
+        );
+        assert_eq!(p.reoptimize_when_saving_gpus, None);
     }
 }
