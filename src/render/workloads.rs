@@ -26,7 +26,7 @@ use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::day2::previous::PrevGpu;
 use crate::plan::{ModelPlan, NodePlan, Plan};
 use crate::spec::deployment::{Budget, IntOrPercent, PodSettings, Strategy, ValueFrom};
-use crate::spec::{Container, Spec};
+use crate::spec::{Container, Port, Spec};
 
 /// The built-in templates: (file name, source).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -116,7 +116,7 @@ pub struct WorkloadView {
     #[serde(flatten)]
     pub container: Container,
     pub env: Vec<EnvView>,
-    pub ports: Vec<PortView>,
+    pub ports: Vec<Port>,
     pub replicas: u32,
     /// The extended resource each replica requests, exactly as planned.
     pub resource: String,
@@ -153,13 +153,6 @@ pub struct EnvView {
     /// A literal value, or `None` when the value comes from a Secret or ConfigMap.
     pub value: Option<String>,
     pub value_from: Option<ValueFrom>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct PortView {
-    pub name: String,
-    pub port: u16,
-    pub protocol: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -211,7 +204,7 @@ pub struct ServiceView {
     pub namespace: String,
     pub labels: BTreeMap<String, String>,
     pub selector: BTreeMap<String, String>,
-    pub ports: Vec<PortView>,
+    pub ports: Vec<Port>,
 }
 
 /// Escapes any value as one line of YAML: strings JSON-quoted with every control, line-break
@@ -650,7 +643,7 @@ fn render_model(
             namespace: spec.cluster.namespace.clone(),
             labels: model_labels(spec, &model.name),
             selector: model_selector(spec, &model.name),
-            ports: ports(source),
+            ports: source.ports.clone(),
         };
         match render_checked(env, "service.yaml.j2", &service) {
             Ok(text) => docs.push(text),
@@ -682,14 +675,6 @@ fn int_or_percent_json(v: &IntOrPercent) -> serde_json::Value {
         IntOrPercent::Int(n) => serde_json::Value::from(*n),
         IntOrPercent::Percent(p) => serde_json::Value::from(format!("{p}%")),
     }
-}
-
-fn ports(source: &crate::spec::Model) -> Vec<PortView> {
-    source
-        .ports
-        .iter()
-        .map(|p| PortView { name: p.name.clone(), port: p.port, protocol: p.protocol.clone() })
-        .collect()
 }
 
 /// The Argo CD sync wave of each of a model's Deployments (`units`, in their order). Argo CD
@@ -885,7 +870,7 @@ pub fn workload_view(
         plan: spec.name.clone(),
         container: source.container.clone(),
         env,
-        ports: ports(source),
+        ports: source.ports.clone(),
         replicas: unit.replicas,
         resource: unit.resource.clone(),
         per_replica: unit.per_replica,
