@@ -140,9 +140,10 @@ pub struct Tenant {
     pub instance_start: Option<u8>,
 }
 
-/// A mig-parted config: entries applied in order, as in mig-parted's `mig-configs` lists.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A mig-parted config: entries applied in order, as in mig-parted's `mig-configs` lists. The
+/// next compile reads it back from `plan.json`, a missing field as its default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct MigConfig {
     pub entries: Vec<MigConfigEntry>,
 }
@@ -161,8 +162,8 @@ impl MigConfig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct MigConfigEntry {
     /// GPU indices, or `None` for `all`.
     pub devices: Option<Vec<u32>>,
@@ -173,9 +174,10 @@ pub struct MigConfigEntry {
     pub mig_devices: BTreeMap<String, u32>,
 }
 
-/// A device-plugin config (one key of the device-plugin ConfigMap).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A device-plugin config (one key of the device-plugin ConfigMap); read back like
+/// [`MigConfig`] (`mps` is absent in plans written before MPS).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct DevicePluginConfig {
     /// Resource name (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`) → time-slicing replicas.
     pub time_slicing: BTreeMap<String, u32>,

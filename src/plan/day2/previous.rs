@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::plan::{DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, Tenant};
+use crate::plan::{DevicePluginConfig, GpuMode, GpuPlan, MigConfig, Tenant};
 
 /// A previous plan, as far as re-planning needs it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -21,8 +21,9 @@ pub struct Previous {
     pub name: String,
     pub pools: Vec<PrevPool>,
     pub models: Vec<PrevModel>,
-    pub mig_configs: BTreeMap<String, PrevMigConfig>,
-    pub device_plugin_configs: BTreeMap<String, PrevPluginConfig>,
+    /// The plan's own configs, read back as it wrote them.
+    pub mig_configs: BTreeMap<String, MigConfig>,
+    pub device_plugin_configs: BTreeMap<String, DevicePluginConfig>,
     pub quality: PrevQuality,
 }
 
@@ -168,30 +169,6 @@ pub struct PrevGroup {
     pub nodes: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PrevMigConfig {
-    pub entries: Vec<PrevMigEntry>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PrevMigEntry {
-    pub devices: Option<Vec<u32>>,
-    pub device_filter: Vec<String>,
-    pub mig_enabled: bool,
-    pub mig_devices: BTreeMap<String, u32>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PrevPluginConfig {
-    pub time_slicing: BTreeMap<String, u32>,
-    /// MPS replicas per resource (absent in plans written before MPS).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub mps: BTreeMap<String, u32>,
-}
-
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PrevQuality {
@@ -220,28 +197,6 @@ impl PrevGpu {
             mode: self.mode.known().cloned().unwrap_or(GpuMode::Unused),
             tenants: self.tenants.clone(),
         }
-    }
-}
-
-impl PrevMigConfig {
-    pub fn same_as(&self, c: &MigConfig) -> bool {
-        self.entries.len() == c.entries.len()
-            && self.entries.iter().zip(&c.entries).all(|(a, b)| a.same_as(b))
-    }
-}
-
-impl PrevMigEntry {
-    fn same_as(&self, b: &MigConfigEntry) -> bool {
-        self.devices == b.devices
-            && self.device_filter == b.device_filter
-            && self.mig_enabled == b.mig_enabled
-            && self.mig_devices == b.mig_devices
-    }
-}
-
-impl PrevPluginConfig {
-    pub fn same_as(&self, c: &DevicePluginConfig) -> bool {
-        self.time_slicing == c.time_slicing
     }
 }
 

@@ -1326,7 +1326,7 @@ fn stabilise_names(plan: &mut Plan, previous: &Previous) {
         if let Some((old, _)) = previous
             .mig_configs
             .iter()
-            .find(|(old, c)| !taken.contains(*old) && prefix(old) == prefix(name) && c.same_as(cfg))
+            .find(|(old, c)| !taken.contains(*old) && prefix(old) == prefix(name) && *c == cfg)
         {
             taken.insert(old.clone());
             rename.insert(name.clone(), old.clone());

@@ -34,7 +34,7 @@ use crate::plan::day2::changes::{NodeChange, node_change};
 use crate::plan::day2::previous::{
     Carried, Labels, Phase, PrevGpu, PrevMode, PrevNode, Previous, Transition,
 };
-use crate::plan::{DevicePluginConfig, GpuMode, MigConfig, MigConfigEntry, NodePlan, Plan, Tenant};
+use crate::plan::{DevicePluginConfig, GpuMode, NodePlan, Plan, Tenant};
 use crate::spec::Spec;
 
 /// One node as the cluster reports it: the labels the gate reads.
@@ -331,17 +331,7 @@ fn keep_carried_configs(plan: &mut Plan, previous: &Previous, report: &mut Repor
         if !c.mig_config.is_empty() && !plan.mig_configs.contains_key(&c.mig_config) {
             match previous.mig_configs.get(&c.mig_config) {
                 Some(cfg) => {
-                    let entries = cfg
-                        .entries
-                        .iter()
-                        .map(|e| MigConfigEntry {
-                            devices: e.devices.clone(),
-                            device_filter: e.device_filter.clone(),
-                            mig_enabled: e.mig_enabled,
-                            mig_devices: e.mig_devices.clone(),
-                        })
-                        .collect();
-                    plan.mig_configs.insert(c.mig_config.clone(), MigConfig { entries });
+                    plan.mig_configs.insert(c.mig_config.clone(), cfg.clone());
                 }
                 None => report.notes.push(format!(
                     "mig-parted config `{}`, which a held node carries, is not in the previous plan: it cannot be kept",
@@ -352,10 +342,7 @@ fn keep_carried_configs(plan: &mut Plan, previous: &Previous, report: &mut Repor
         if !plan.device_plugin_configs.contains_key(&c.device_plugin_config)
             && let Some(cfg) = previous.device_plugin_configs.get(&c.device_plugin_config)
         {
-            plan.device_plugin_configs.insert(
-                c.device_plugin_config.clone(),
-                DevicePluginConfig { time_slicing: cfg.time_slicing.clone(), mps: cfg.mps.clone() },
-            );
+            plan.device_plugin_configs.insert(c.device_plugin_config.clone(), cfg.clone());
         }
     }
 }
