@@ -712,3 +712,24 @@ fn rejects_mps_clients_over_their_thread_cap_refusing_mps_or_on_a_pool_without_m
     plan.pools[0].nodes[0].device_plugin_config = "gpuplan-ts-gpu-2".to_owned();
     assert_finds(&spec, &catalog, &plan, Kind::DevicePluginConfig);
 }
+
+#[test]
+fn rejects_a_node_mixing_mps_and_time_slicing_or_time_slicing_on_a_pool_allowing_only_mps() {
+    // Per node: one GPU an MPS client, the other time-sliced, behind either config.
+    for config in ["gpuplan-mps-gpu-2", "gpuplan-ts-gpu-2"] {
+        let (spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+        plan.pools[0].nodes[0].gpus[1].mode = GpuMode::TimeSliced { replicas: 2 };
+        plan.pools[0].nodes[0].device_plugin_config = config.to_owned();
+        assert!(!kinds(&spec, &catalog, &plan).is_empty(), "{config}");
+    }
+    let (spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    plan.pools[0].nodes[0].gpus[1].mode = GpuMode::TimeSliced { replicas: 2 };
+    assert_finds(&spec, &catalog, &plan, Kind::NodeSharing);
+    // A time-sliced node is sound where the pool allows both modes, not where it allows `mps`
+    // alone.
+    let (mut spec, catalog, plan) = time_sliced([0.2, 0.2, 0.2, 0.2]);
+    spec.pools[0].sharing.mps = true;
+    assert_sound((spec.clone(), catalog.clone(), plan.clone()));
+    spec.pools[0].sharing.time_slicing = false;
+    assert_finds(&spec, &catalog, &plan, Kind::NodeSharing);
+}

@@ -26,7 +26,7 @@ use crate::plan::day2::advice;
 use crate::plan::day2::changes::{Advice, NodeChange, node_change};
 use crate::plan::day2::previous::{PrevMode, PrevNode, Previous};
 use crate::plan::day2::transition::{self, Observed};
-use crate::plan::problem::{self, Kind, Need, Problem};
+use crate::plan::problem::{self, Kind, Need, Problem, Share};
 use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
 
 /// The sentence every model's reasons end with when the day-2 re-planner made the plan. It does
@@ -471,17 +471,16 @@ fn node_devs(
         let dev = match &g.mode {
             PrevMode::Unused => Dev::Unused,
             PrevMode::Whole => Dev::Whole { tenant: tenants.first().copied() },
-            // Time-slicing and MPS are one device state with the pool's sharing mode; a node
-            // whose mode is not the pool's now is a sharing change, re-planned (and drained).
-            PrevMode::TimeSliced { .. } if pool.mps => {
-                return Err("it time-sliced its GPUs; the pool now shares them by MPS".to_owned());
+            // Time-slicing and MPS are one device state with the node's share; a node whose
+            // mode the pool no longer allows is a sharing change, re-planned (and drained).
+            PrevMode::TimeSliced { .. } if !pool.spec.sharing.time_slicing => {
+                return Err("it time-sliced its GPUs; the pool no longer allows `timeSlicing`".to_owned());
             }
-            PrevMode::Mps { .. } if !pool.mps => {
+            PrevMode::Mps { .. } if !pool.spec.sharing.mps => {
                 return Err("it shared its GPUs by MPS; the pool no longer allows `mps`".to_owned());
             }
-            PrevMode::TimeSliced { replicas } | PrevMode::Mps { replicas } => {
-                Dev::Ts { k: (*replicas).max(1), tenants }
-            }
+            PrevMode::TimeSliced { replicas } => Dev::Ts { k: Share::ts((*replicas).max(1)), tenants },
+            PrevMode::Mps { replicas } => Dev::Ts { k: Share { k: (*replicas).max(1), mps: true }, tenants },
             PrevMode::Unknown => return Err("a GPU has a mode this gpuplan does not know".to_owned()),
             PrevMode::Mig { instances } => {
                 let mut counts = vec![0u8; pool.profiles.len()];
