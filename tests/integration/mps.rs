@@ -18,8 +18,11 @@ fn fixture_named(name: &str) -> String {
     std::fs::read_to_string(path).expect("the MPS fixture")
 }
 
-/// Per node of `plan`: its name, device-plugin config, each GPU's mode and tenants' models.
-fn nodes(plan: &serde_json::Value) -> Vec<(String, String, Vec<(String, Vec<String>)>)> {
+/// A node of a plan: its name, device-plugin config, each GPU's mode and tenants' models.
+type NodeView = (String, String, Vec<(String, Vec<String>)>);
+
+/// Every node of `plan`.
+fn nodes(plan: &serde_json::Value) -> Vec<NodeView> {
     let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_owned();
     plan["pools"]
         .as_array()
