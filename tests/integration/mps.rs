@@ -81,6 +81,22 @@ fn mps_is_chosen_per_node_beside_time_sliced_nodes_and_uses_fewer_gpus_than_time
         // `allowMps: false` keeps guardrails off MPS.
         assert!(!gpus.iter().any(|(m, t)| m == "mps" && t.iter().any(|x| x == "guardrails")), "{name}");
     }
+    // The bundle: one device-plugin config per mode, each node labelled with its own, and
+    // PLAN.md marking the MPS nodes only.
+    let out = dir.path().join("out");
+    let config = std::fs::read_to_string(out.join("gpu-operator/device-plugin-config.yaml")).expect("config");
+    assert!(config.contains("mps:") && config.contains("timeSlicing:"), "{config}");
+    let labels = std::fs::read_to_string(out.join("nodes/labels/node-labels.yaml")).expect("labels");
+    let report = std::fs::read_to_string(out.join("PLAN.md")).expect("PLAN.md");
+    for (name, config, gpus) in &nodes {
+        let section = report.split("### ").find(|s| s.starts_with(&format!("`{name}`"))).unwrap_or("");
+        let mps = gpus.iter().any(|(m, _)| m == "mps");
+        assert_eq!(section.contains("**MPS node**"), mps, "{section}");
+        if config != "default" {
+            let patch = labels.split("---").find(|d| d.contains(&format!("name: {name}\n"))).unwrap_or("");
+            assert!(patch.contains(&format!("nvidia.com/device-plugin.config: {config}")), "{patch}");
+        }
+    }
     let ts_dir = tempfile::tempdir().expect("temp dir");
     let ts_manifest =
         fixture_named("per-node").replace("sharing: [mps, timeSlicing]", "sharing: [timeSlicing]");
