@@ -11,7 +11,9 @@
 //!   `Σ_m y[m,(p,q)] ≤ Σ_l count(l,q)·g[p,l]`.
 //! - `w[p]` exclusive whole GPUs: `Σ_m n_m·y[m,(p,whole n)] ≤ w[p]`.
 //! - `t[p,k]` time-sliced GPUs with k replicas: `Σ_m y[m,(p,ts k)] ≤ k·t[p,k]`, light tenants
-//!   only (k copies fit the efficiency, so any k do).
+//!   only (k copies fit the efficiency, so any k do). Here and below `k` is a share
+//!   (`problem::Share`: k replicas by time-slicing or k MPS clients), so that MPS and
+//!   time-sliced GPUs are separate node classes.
 //! - `ts[p,k]` time-sliced GPUs on nodes judged by their tenants' combined compute (small
 //!   problems): replicas `ys` there, `Σ ys ≤ k·ts`, `Σ compute·ys ≤ efficiency·zs_k` (all of a
 //!   node's tenants together within the efficiency: sufficient for "any k together"); heavy

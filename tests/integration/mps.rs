@@ -108,6 +108,21 @@ fn mps_is_chosen_per_node_beside_time_sliced_nodes_and_uses_fewer_gpus_than_time
 }
 
 #[test]
+fn an_autoscaled_pool_gets_mps_and_time_sliced_node_templates_that_realise() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifest = fixture_named("per-node")
+        .replace("nodes: [l4-1, l4-2, l4-3, l4-4, l4-5, l4-6]", "count: { min: 0, max: 6 }");
+    let plan = compile(dir.path(), &manifest);
+    simulate(dir.path());
+    let configs: std::collections::BTreeSet<String> = nodes(&plan)
+        .into_iter()
+        .filter(|(_, _, gpus)| gpus.iter().any(|(m, _)| m != "unused"))
+        .map(|(_, c, _)| c.split("-gpu-").next().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(configs, ["gpuplan-mps".to_owned(), "gpuplan-ts".to_owned()].into(), "{:?}", nodes(&plan));
+}
+
+#[test]
 fn a_node_leaving_mps_is_a_sharing_change_held_for_its_drain_and_others_stay() {
     let dir = tempfile::tempdir().expect("temp dir");
     // Three nodes: time-slicing alone needs the MPS node's GPUs too.

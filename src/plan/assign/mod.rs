@@ -8,7 +8,8 @@
 //! nodes, devices and (for first-fit) each replica's options, bounded by a step count.
 //!
 //! Guarantees of every assignment built here: a node never mixes exclusive and time-sliced whole
-//! GPUs, all time-sliced GPUs of a node share one replica count, every MIG GPU holds a valid
+//! GPUs, all shared whole GPUs of a node share one mode and replica count (`Share`: MPS or
+//! time-slicing, never both on a node), every MIG GPU holds a valid
 //! layout, spread is honoured, and no node or GPU beyond the pool's capacity is used.
 //!
 //! Files: this one holds the state types and the placement routine every algorithm shares;
