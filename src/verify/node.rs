@@ -120,8 +120,9 @@ impl<'a> Checker<'a> {
     }
 
     /// MPS is one sharing mode per node, on whole GPUs only, where the pool allows it: a node
-    /// whose config shares by MPS has no time-sliced or MIG GPU, and its GPUs are MPS GPUs only
-    /// if it does.
+    /// whose config shares by MPS has no time-sliced GPU, nor a MIG GPU on the device plugin
+    /// (which refuses MPS beside MIG; the DRA driver runs one MPS daemon per claim, so a `dra`
+    /// node may hold MIG GPUs beside MPS ones), and its GPUs are MPS GPUs only if it does.
     fn check_mps_node(&mut self, pool: &Pool, node: &NodePlan, config_mps: bool) {
         let at = node_at(&pool.name, &node.name);
         let mps_gpus = node.gpus.iter().any(|g| matches!(g.mode, GpuMode::Mps { .. }));
@@ -140,8 +141,12 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
+        let mig_refused = pool.dra.is_none();
         if config_mps
-            && node.gpus.iter().any(|g| matches!(g.mode, GpuMode::TimeSliced { .. } | GpuMode::Mig { .. }))
+            && node.gpus.iter().any(|g| {
+                matches!(g.mode, GpuMode::TimeSliced { .. })
+                    || (mig_refused && matches!(g.mode, GpuMode::Mig { .. }))
+            })
         {
             self.push(
                 Kind::NodeSharing,

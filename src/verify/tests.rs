@@ -733,3 +733,24 @@ fn rejects_a_node_mixing_mps_and_time_slicing_or_time_slicing_on_a_pool_allowing
     spec.pools[0].sharing.time_slicing = false;
     assert_finds(&spec, &catalog, &plan, Kind::NodeSharing);
 }
+
+#[test]
+fn refuses_a_mig_gpu_beside_mps_ones_on_a_device_plugin_node_but_not_on_a_dra_node() {
+    let (mut spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    let instances = placed(&["1g.10gb"]);
+    let node = &mut plan.pools[0].nodes[0];
+    node.gpus[1] = GpuPlan { index: 1, uuid: None, tenants: Vec::new(), mode: GpuMode::Mig { instances } };
+    node.mig_config = "gpuplan-a100-1".to_owned();
+    plan.mig_configs.insert(
+        "gpuplan-a100-1".to_owned(),
+        MigConfig { entries: vec![entry(Some(vec![0]), &[]), entry(Some(vec![1]), &[("1g.10gb", 1)])] },
+    );
+    assert!(kinds(&spec, &catalog, &plan).contains(&Kind::NodeSharing));
+    // The DRA driver runs one MPS daemon per claim: MIG beside MPS is its node's business.
+    spec.pools[0].dra = Some(crate::spec::DraPool::default());
+    assert!(
+        !kinds(&spec, &catalog, &plan).contains(&Kind::NodeSharing),
+        "{:#?}",
+        check(&spec, &catalog, &plan)
+    );
+}

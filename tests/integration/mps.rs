@@ -300,3 +300,42 @@ fn allowing_mps_never_costs_more_gpus_than_time_slicing_alone_on_generated_fleet
     }
     assert!(any_mps, "no generated fleet used MPS: the generator tests nothing");
 }
+
+#[test]
+fn a_dra_pool_plans_a_mig_gpu_beside_mps_ones_on_one_node_and_realises() {
+    // The DRA driver runs one MPS daemon per claim, so MIG and MPS GPUs may share a node there
+    // (the device plugin's one-mode-per-node rule made this an internal error before).
+    let uuids = |n: u32| {
+        format!("[GPU-5e1e{n:04x}-0000-4000-8000-000000000000, GPU-5e1e{n:04x}-0000-4000-8000-000000000001]")
+    };
+    let manifest = format!(
+        "apiVersion: gpuplan.io/v1alpha1
+kind: GpuPlan
+metadata: {{ name: dra-mig-mps }}
+inventory:
+  pools:
+    - name: a100
+      gpu: A100-SXM4-80GB
+      gpusPerNode: 2
+      nodes: [a-1, a-2]
+      sharing: [mig, mps, timeSlicing]
+      backend: dra
+      current:
+        - {{ node: a-1, gpus: [[], []], uuids: {} }}
+        - {{ node: a-2, gpus: [[], []], uuids: {} }}
+models:
+  - {{ name: asr, isolation: shared, image: example.com/asr:1, memory: 4GiB, compute: 0.15, replicas: 4, latency: {{ p99: 25ms, baseline: 10ms }} }}
+  - {{ name: big, image: example.com/big:1, memory: 30GiB, compute: 0.4, replicas: 2 }}
+",
+        uuids(1),
+        uuids(2)
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plan = compile(dir.path(), &manifest);
+    simulate(dir.path());
+    assert!(
+        modes(&plan).iter().any(|m| m == "mps") && modes(&plan).iter().any(|m| m == "mig"),
+        "{:?}",
+        modes(&plan)
+    );
+}
