@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
 use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
-use crate::plan::problem::{Kind, ModelCtx, Need, PoolCtx, Problem};
+use crate::plan::problem::{Kind, ModelCtx, Need, PoolCtx, Problem, Share};
 use crate::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
     Quality, ReplicaGroup, Tenant,
@@ -189,7 +189,7 @@ fn pool_plan(
         } else {
             ALL_DISABLED.to_owned()
         };
-        let device_plugin_config = plugin_config(pool, ts_k, &mig_ts, &mut t.plugin_configs);
+        let device_plugin_config = plugin_config(ts_k, &mig_ts, &mut t.plugin_configs);
         let must_drain = must_drain(pool, &node_name, &gpus);
         nodes.push(NodePlan {
             name: node_name,
@@ -209,7 +209,7 @@ fn pool_plan(
     })
 }
 
-/// One GPU's mode and tenants. Notes the time-slicing replicas of a shared whole GPU in `ts_k`
+/// One GPU's mode and tenants. Notes the share (mode and replicas) of a shared whole GPU in `ts_k`
 /// and those of a time-sliced MIG profile in `mig_ts` (resource → replicas).
 fn gpu_view(
     problem: &Problem<'_>,
@@ -217,7 +217,7 @@ fn gpu_view(
     d: &Dev,
     node_name: &str,
     gi: usize,
-    ts_k: &mut Option<u32>,
+    ts_k: &mut Option<Share>,
     mig_ts: &mut BTreeMap<String, u32>,
 ) -> Result<(GpuMode, Vec<Tenant>), String> {
     let tenant = |m: usize| Tenant { model: problem.models[m].name().to_owned(), instance_start: None };
@@ -229,7 +229,7 @@ fn gpu_view(
             let mut t: Vec<Tenant> = tenants.iter().map(|&m| tenant(m)).collect();
             t.sort_by(|x, y| x.model.cmp(&y.model));
             let mode =
-                if pool.mps { GpuMode::Mps { replicas: *k } } else { GpuMode::TimeSliced { replicas: *k } };
+                if k.mps { GpuMode::Mps { replicas: k.k } } else { GpuMode::TimeSliced { replicas: k.k } };
             (mode, t)
         }
         Dev::MigTs { q, k, counts, tenants, excl } => {
@@ -319,15 +319,15 @@ fn node_groups(
 }
 
 /// The device-plugin config a node needs (registered in `configs` under its name): time-slicing
-/// or MPS of whole GPUs (`ts_k` replicas), time-slicing of MIG profiles (`mig_ts`), or the default.
+/// or MPS of whole GPUs (by the node's share `ts_k`), time-slicing of MIG profiles (`mig_ts`),
+/// or the default.
 fn plugin_config(
-    pool: &PoolCtx<'_>,
-    ts_k: Option<u32>,
+    ts_k: Option<Share>,
     mig_ts: &BTreeMap<String, u32>,
     configs: &mut BTreeMap<String, DevicePluginConfig>,
 ) -> String {
     match ts_k {
-        Some(k) if pool.mps => {
+        Some(Share { k, mps: true }) => {
             let name = format!("gpuplan-mps-gpu-{k}");
             configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
                 mps: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),
@@ -335,7 +335,7 @@ fn plugin_config(
             });
             name
         }
-        Some(k) => {
+        Some(Share { k, .. }) => {
             let name = format!("gpuplan-ts-gpu-{k}");
             configs.entry(name.clone()).or_insert_with(|| DevicePluginConfig {
                 time_slicing: BTreeMap::from([("nvidia.com/gpu".to_owned(), k)]),

@@ -11,7 +11,9 @@
 //!   `Σ_m y[m,(p,q)] ≤ Σ_l count(l,q)·g[p,l]`.
 //! - `w[p]` exclusive whole GPUs: `Σ_m n_m·y[m,(p,whole n)] ≤ w[p]`.
 //! - `t[p,k]` time-sliced GPUs with k replicas: `Σ_m y[m,(p,ts k)] ≤ k·t[p,k]`, light tenants
-//!   only (k copies fit the efficiency, so any k do).
+//!   only (k copies fit the efficiency, so any k do). Here and below `k` is a share
+//!   (`problem::Share`: k replicas by time-slicing or k MPS clients), so that MPS and
+//!   time-sliced GPUs are separate node classes.
 //! - `ts[p,k]` time-sliced GPUs on nodes judged by their tenants' combined compute (small
 //!   problems): replicas `ys` there, `Σ ys ≤ k·ts`, `Σ compute·ys ≤ efficiency·zs_k` (all of a
 //!   node's tenants together within the efficiency: sufficient for "any k together"); heavy
@@ -38,7 +40,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
-use crate::plan::problem::{Kind, Need, Opt, Problem, is_large};
+use crate::plan::problem::{Kind, Need, Opt, Problem, Share, is_large};
 use crate::spec::Spread;
 
 /// Whether the objective counts distinct configs (needs binaries; HiGHS only).
@@ -69,10 +71,10 @@ pub(crate) struct PoolCounts {
     /// GPUs per candidate layout (same index as `PoolCtx::layouts`).
     pub layouts: Vec<u64>,
     /// Time-sliced GPUs per replica count k.
-    pub ts: BTreeMap<u32, u64>,
+    pub ts: BTreeMap<Share, u64>,
     /// Nodes allowed to hold exclusive whole GPUs, and time-sliced GPUs per k.
     pub whole_nodes: u64,
-    pub ts_nodes: BTreeMap<u32, u64>,
+    pub ts_nodes: BTreeMap<Share, u64>,
     /// GPUs on nodes whose instances of one profile are time-sliced with k, per (profile, k),
     /// per candidate layout (same index as `PoolCtx::layouts`), and their nodes.
     pub mig_ts: BTreeMap<(usize, u32), Vec<u64>>,
@@ -114,12 +116,12 @@ pub(crate) enum MilpError {
 struct PoolVars {
     g: Vec<Variable>,
     w: Option<Variable>,
-    t: BTreeMap<u32, Variable>,
+    t: BTreeMap<Share, Variable>,
     zw: Option<Variable>,
-    zt: BTreeMap<u32, Variable>,
+    zt: BTreeMap<Share, Variable>,
     /// Time-sliced GPUs with k replicas on nodes judged by their tenants' combined compute
     /// (`Σ compute ≤ efficiency` per node), and those nodes, per k.
-    ts: BTreeMap<u32, (Variable, Variable)>,
+    ts: BTreeMap<Share, (Variable, Variable)>,
     /// GPUs on nodes whose instances of profile q are time-sliced with k, per (q, k), per
     /// candidate layout (index into `PoolCtx::layouts`); and those nodes.
     tm: BTreeMap<(usize, u32), Vec<(usize, Variable)>>,
@@ -452,7 +454,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     zt.insert(k, count(self, ncap));
                 }
             }
-            let mut ts: BTreeMap<u32, ()> = BTreeMap::new();
+            let mut ts: BTreeMap<Share, ()> = BTreeMap::new();
             for (ci, col) in self.cols.iter().enumerate() {
                 for (oi, o) in col.options.iter().enumerate() {
                     if let (Kind::TimeSliced(k), Some(_)) = (o.kind, self.ys[ci][oi])
@@ -463,7 +465,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     }
                 }
             }
-            let ts: BTreeMap<u32, (Variable, Variable)> =
+            let ts: BTreeMap<Share, (Variable, Variable)> =
                 ts.into_keys().map(|k| (k, (count(self, gcap), count(self, ncap)))).collect();
             let mut tm = BTreeMap::new();
             let mut zm = BTreeMap::new();
@@ -539,8 +541,10 @@ impl<'p, 'a> Program<'p, 'a> {
             if matches!(self.goal, Goal::Plan { .. }) {
                 for (oi, o) in col.options.iter().enumerate() {
                     // Exclusive devices first; among shared ones a MIG time-slice (memory
-                    // isolated from other instances) before a time-sliced whole GPU.
+                    // isolated from other instances), then an MPS share (the pool opted in:
+                    // its clients' threads and memory are capped) before a time-slice.
                     let shared = match o.kind {
+                        Kind::TimeSliced(Share { mps: true, .. }) => 0.9,
                         Kind::TimeSliced(_) => 1.0,
                         Kind::MigTs(..) => 0.5,
                         _ => 0.0,
@@ -579,7 +583,7 @@ impl<'p, 'a> Program<'p, 'a> {
         self.whole_rows(pi, &mut cons);
         for (&k, &t) in &v.t {
             let (demand, _) = self.replicas_in(pi, |x| (x == Kind::TimeSliced(k)).then_some(1.0));
-            cons.push(constraint!(demand <= f64::from(k) * t));
+            cons.push(constraint!(demand <= f64::from(k.k) * t));
             if let Some(&z) = v.zt.get(&k) {
                 cons.push(constraint!(t <= gpn * z));
             }
@@ -693,7 +697,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     }
                 }
             }
-            cons.push(constraint!(slots <= f64::from(k) * t));
+            cons.push(constraint!(slots <= f64::from(k.k) * t));
             cons.push(constraint!(t <= gpn * z));
             // Each such node's budget is real only with a GPU on it.
             cons.push(constraint!(z <= t));
@@ -940,8 +944,8 @@ impl<'p, 'a> Program<'p, 'a> {
             let gpus = v.plain_gpus().chain(v.mig_ts_gpus()).map(val).sum::<f64>();
             res.objective += gpus;
             res.cost += p.weight * gpus;
-            let mut ts: BTreeMap<u32, u64> = v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect();
-            let mut ts_nodes: BTreeMap<u32, u64> = v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect();
+            let mut ts: BTreeMap<Share, u64> = v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect();
+            let mut ts_nodes: BTreeMap<Share, u64> = v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect();
             for (&k, &(t, z)) in &v.ts {
                 *ts.entry(k).or_insert(0) += round(val(t));
                 *ts_nodes.entry(k).or_insert(0) += round(val(z));

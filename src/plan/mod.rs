@@ -397,46 +397,14 @@ pub fn plan_traced(
     if diags.has_errors() {
         return Err(diags);
     }
-    let ffd = assign::ffd(&problem);
-    let ffd_cost = ffd.as_ref().map(|a| a.cost(&problem));
-    let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
-    tr!(tracer, "first-fit-decreasing: {ffd_gpus:?} GPUs, cost {ffd_cost:?}");
-    let no_pins = milp::Pins::new();
-    let relaxed = milp::solve(&problem, Goal::Bound, &no_pins).ok();
-    let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
-    let lower_bound = lp.max(infeasible::size_bound(&problem));
     let valid = bounds::valid_bound(&problem);
-    tr!(
-        tracer,
-        "LP bound: {:.3} GPUs; model lower bound {lower_bound} GPUs; bound valid for every plan {} GPUs",
-        relaxed.as_ref().map_or(f64::NAN, |r| r.objective),
-        valid.gpus
-    );
-    let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
-    // On priced pools the plan minimises cost: its own bound is the LP relaxation of cost, cut
-    // by the GPU bound (every plan uses that many GPUs at least).
-    let cost_relaxed = problem
-        .unit_price
-        .and_then(|_| milp::solve(&problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok());
-    if let Some(r) = &cost_relaxed {
-        tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
-    }
-    let prices: Vec<f64> = problem.pools.iter().map(|p| p.spec.cost_per_gpu_hour.unwrap_or(0.0)).collect();
-    let cost_bound = cost_relaxed
-        .as_ref()
-        .zip(problem.unit_price)
-        .map(|(r, unit)| bounds::integral_cost((r.cost.max(0.0) * unit * 1e6).round() / 1e6, &prices));
-    let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
-    let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
-    let large = problem::is_large(&problem);
-    let preferred = guide.filter(|_| large).map(|lp| {
-        let mut p = lp.replicas.clone();
-        p.extend(rounding::round_all(&problem, lp));
-        p
-    });
-    let inputs = strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), large, preferred, valid: &valid };
-    let strategy::Candidate { assignment, method, proved: solver_proved, searched } =
-        strategy::run(&problem, &inputs, ffd, &mut tracer)?;
+    // The same spec with `mps` removed from every pool's `sharing`, planned when the plan with
+    // MPS is not proven ([`strategy::without_mps`]): a plan never costs more for allowing MPS.
+    let plain_spec = strategy::spec_without_mps(spec);
+    let plain = plain_spec.as_ref().map(|s| problem::build(s, catalog));
+    let solved = solve(&problem, &valid, plain.as_ref(), &mut tracer)?;
+    let Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound } = solved;
+    let strategy::Candidate { assignment, method, proved: solver_proved, searched } = candidate;
     // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
     let ffd_gpus =
         ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));
@@ -454,6 +422,73 @@ pub fn plan_traced(
     };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// The cascade's plan for one problem, with the figures the plan reports about how it was made.
+struct Solved {
+    candidate: strategy::Candidate,
+    ffd_gpus: Option<u32>,
+    ffd_cost: Option<f64>,
+    /// The planner's own lower bound (LP relaxation and sizes), in GPUs.
+    lower_bound: u32,
+    cost_bound: Option<f64>,
+}
+
+/// First fit, the relaxations and the cascade on `problem` (`valid`: the bound valid for every
+/// plan). `plain`, the problem without MPS, is planned too unless the plan with MPS is proven
+/// ([`strategy::without_mps`]).
+fn solve(
+    problem: &problem::Problem<'_>,
+    valid: &bounds::ValidBound,
+    plain: Option<&problem::Problem<'_>>,
+    tracer: &mut Tracer<'_>,
+) -> Result<Solved, Diagnostics> {
+    let ffd = assign::ffd(problem);
+    let ffd_cost = ffd.as_ref().map(|a| a.cost(problem));
+    let ffd_gpus = ffd.as_ref().map(|a| u32::try_from(a.gpus_used()).unwrap_or(u32::MAX));
+    tr!(tracer, "first-fit-decreasing: {ffd_gpus:?} GPUs, cost {ffd_cost:?}");
+    let no_pins = milp::Pins::new();
+    let relaxed = milp::solve(problem, Goal::Bound, &no_pins).ok();
+    let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
+    let lower_bound = lp.max(infeasible::size_bound(problem));
+    tr!(
+        tracer,
+        "LP bound: {:.3} GPUs; model lower bound {lower_bound} GPUs; bound valid for every plan {} GPUs",
+        relaxed.as_ref().map_or(f64::NAN, |r| r.objective),
+        valid.gpus
+    );
+    let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
+    // On priced pools the plan minimises cost: its own bound is the LP relaxation of cost, cut
+    // by the GPU bound (every plan uses that many GPUs at least).
+    let cost_relaxed = problem
+        .unit_price
+        .and_then(|_| milp::solve(problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok());
+    if let Some(r) = &cost_relaxed {
+        tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
+    }
+    let prices: Vec<f64> = problem.pools.iter().map(|p| p.spec.cost_per_gpu_hour.unwrap_or(0.0)).collect();
+    let cost_bound = cost_relaxed
+        .as_ref()
+        .zip(problem.unit_price)
+        .map(|(r, unit)| bounds::integral_cost((r.cost.max(0.0) * unit * 1e6).round() / 1e6, &prices));
+    let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
+    let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
+    let large = problem::is_large(problem);
+    let preferred = guide.filter(|_| large).map(|lp| {
+        let mut p = lp.replicas.clone();
+        p.extend(rounding::round_all(problem, lp));
+        p
+    });
+    let inputs = strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), large, preferred, valid };
+    let candidate = strategy::run(problem, &inputs, ffd, tracer)?;
+    let candidate = strategy::without_mps(
+        problem,
+        &inputs,
+        candidate,
+        |t| plain.and_then(|p| solve(p, valid, None, t).ok()).map(|s| s.candidate),
+        tracer,
+    );
+    Ok(Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound })
 }
 
 /// Where [`plan_traced`] writes its steps: one line each, with the time since planning began.

@@ -26,14 +26,30 @@ pub(crate) enum Kind {
     Whole(u32),
     /// One MIG instance of the pool's profile with this index.
     Mig(usize),
-    /// One of `k` shared replicas of a whole GPU, by the pool's whole-GPU sharing mode:
-    /// time-slicing, or MPS where the pool allows `mps` ([`PoolCtx::mps`]; the device plugin
-    /// runs one sharing mode per node, and gpuplan one per pool).
-    TimeSliced(u32),
+    /// One of `k` shared replicas of a whole GPU, by time-slicing or by MPS ([`Share`]): the
+    /// device plugin runs one sharing mode and one replica count per node, so each share is
+    /// its own node class, and on a pool allowing both modes the planner picks one per node.
+    TimeSliced(Share),
     /// One of `k` time-slicing replicas of a MIG instance of the profile with this index, on a
     /// GPU cut into as many such instances as fit (the device-plugin sharing of that resource
     /// applies to the whole node, so such nodes hold only these GPUs).
     MigTs(usize, u32),
+}
+
+/// How a shared whole GPU is shared: `k` replicas by time-slicing, or `k` MPS clients (each
+/// `1/k` of the memory and `⌊100/k⌋%` of the threads) where the pool's `sharing` lists `mps`.
+/// Ordered by `k` first, so that a problem without MPS lists its shares as before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Share {
+    pub k: u32,
+    pub mps: bool,
+}
+
+impl Share {
+    /// `k` time-slicing replicas.
+    pub(crate) fn ts(k: u32) -> Self {
+        Share { k, mps: false }
+    }
 }
 
 /// One way to serve a replica.
@@ -123,9 +139,6 @@ pub(crate) struct PoolCtx<'a> {
     pub homogeneous: Vec<u8>,
     /// Counts per profile of every valid layout of the usable profiles (see [`PoolCtx::fits`]).
     pub valid: std::collections::HashSet<Vec<u8>>,
-    /// Whether whole GPUs of this pool are shared by MPS rather than time-slicing (the pool's
-    /// `sharing` lists `mps`: MPS wins, as in the device plugin when both are configured).
-    pub mps: bool,
 }
 
 impl PoolCtx<'_> {
@@ -172,10 +185,10 @@ impl PoolCtx<'_> {
         match kind {
             Kind::Whole(1) => "a whole GPU".to_owned(),
             Kind::Whole(n) => format!("{n} whole GPUs on one node"),
-            Kind::TimeSliced(k) if self.mps => {
+            Kind::TimeSliced(Share { k, mps: true }) => {
                 format!("a 1/{k} MPS share of a whole GPU (thread cap {}%)", 100 / k.max(1))
             }
-            Kind::TimeSliced(k) => format!("a 1/{k} time-slice of a whole GPU"),
+            Kind::TimeSliced(Share { k, .. }) => format!("a 1/{k} time-slice of a whole GPU"),
             Kind::MigTs(q, k) => self
                 .profiles
                 .get(q)
@@ -345,7 +358,6 @@ fn pool_ctx<'a>(spec: &Spec, p: &'a Pool, gpu: &'a GpuModel, priced: bool, min_c
         layouts,
         weight,
         valid,
-        mps: p.sharing.mps,
     }
 }
 
@@ -429,7 +441,7 @@ pub(crate) fn mig_ts_layouts(problem: &Problem<'_>, pi: usize, q: usize, mixed: 
 
 /// Whether `o` is a heavy time-slice for a tenant of compute `c` ([`rules::light_tenant`]).
 pub(crate) fn heavy(o: &Opt, c: f64, efficiency: f64) -> bool {
-    matches!(o.kind, Kind::TimeSliced(k) if !rules::light_tenant(c, k, efficiency, 1.0))
+    matches!(o.kind, Kind::TimeSliced(s) if !rules::light_tenant(c, s.k, efficiency, 1.0))
 }
 
 /// Profiles the planner may create: one full-size compute instance per GPU instance, no media
@@ -612,10 +624,12 @@ fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut
         if pool.spec.sharing.time_slicing {
             mig_time_slice_options(&c, out);
         }
-        if pool.mps {
-            mps_options(&c, out);
-        } else if pool.spec.sharing.time_slicing {
+        // Both where the pool allows both: each node is then MPS or time-sliced, as chosen.
+        if pool.spec.sharing.time_slicing {
             time_slice_options(&c, out);
+        }
+        if pool.spec.sharing.mps {
+            mps_options(&c, out);
         }
     }
 }
@@ -830,7 +844,8 @@ fn whole_share_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>, mode: WholeSha
             (slo, p99)
         });
         let Some(p99) = colocated_p99(out, &format!("a 1/{k} {what}"), predicted) else { return };
-        out.admit(Kind::TimeSliced(k), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
+        let share = Share { k, mps: mode == WholeShare::Mps };
+        out.admit(Kind::TimeSliced(share), p99, ts_size(m.compute, k, eff), rules::slot_share(k));
     }
 }
 
@@ -865,10 +880,7 @@ fn colocated_p99(
 /// `allowMps: false` is refused: one client's fatal error takes the others on the GPU down.
 fn mps_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
     if !c.m.allow_mps {
-        out.reject(
-            Reason::Isolation,
-            format!("`allowMps: false`: pool `{}` shares whole GPUs by MPS", c.pool.name()),
-        );
+        out.reject(Reason::Isolation, format!("`allowMps: false`: no MPS share of pool `{}`", c.pool.name()));
         return;
     }
     whole_share_options(c, out, WholeShare::Mps);

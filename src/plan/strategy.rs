@@ -20,7 +20,7 @@ use crate::plan::bounds::ValidBound;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, Pins};
 use crate::plan::problem::Problem;
 use crate::plan::rounding::{exact_totals, one_spread_profile, round_all, round_rates};
-use crate::spec::Keyword;
+use crate::spec::{Keyword, Spec};
 
 /// Relative gap to the LP relaxation's cost within which a large program's relaxation laid out
 /// on nodes is kept without running the optimiser (half the 2% quality target of DESIGN.md).
@@ -93,6 +93,8 @@ pub(crate) enum Step {
     Improve,
     /// The MILP again with [`milp::HARDER_WORK`] times its node limit, its counts laid out.
     HarderSolve,
+    /// The same spec planned with `mps` removed from every pool's `sharing` ([`without_mps`]).
+    WithoutMps,
 }
 
 impl Step {
@@ -103,6 +105,7 @@ impl Step {
             Step::FfdReordered(order) => format!("first fit in another order ({order})"),
             Step::FfdSearch => "first-fit-decreasing with backtracking".to_owned(),
             Step::Improve => "an exhaustive search of this small input".to_owned(),
+            Step::WithoutMps => "planning the same manifest without MPS".to_owned(),
             Step::HarderSolve => {
                 format!(
                     "the optimiser with {} times its node limit, its counts laid out on nodes,",
@@ -222,6 +225,56 @@ pub(crate) fn run(
         }
     };
     Ok(improved(problem, inputs, candidate, tracer))
+}
+
+/// The spec with `mps` removed from every pool's `sharing`, when some pool lists it: what
+/// [`without_mps`] plans.
+pub(crate) fn spec_without_mps(spec: &Spec) -> Option<Spec> {
+    if !spec.pools.iter().any(|p| p.sharing.mps) {
+        return None;
+    }
+    let mut plain = spec.clone();
+    for p in &mut plain.pools {
+        p.sharing.mps = false;
+    }
+    Some(plain)
+}
+
+/// Step: on a problem with pools allowing `mps`, the plan `c` unless it is proven (by the
+/// solver on a program that is not large, or at the bound valid for every plan), compared with
+/// `plain`'s: the cascade on the same spec with `mps` removed ([`spec_without_mps`]). The
+/// cheaper is kept by [`cheaper`] (ties keep `c`). Without it the cascade's heuristics on the
+/// larger problem could end above the plan without MPS; with it a plan never costs more for
+/// allowing MPS. Both problems list pools and models in the same order and a time-slicing
+/// device is the same state in both, so `plain`'s assignment is one of this problem's.
+pub(crate) fn without_mps(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    c: Candidate,
+    plain: impl FnOnce(&mut Tracer<'_>) -> Option<Candidate>,
+    tracer: &mut Tracer<'_>,
+) -> Candidate {
+    let allows_mps = problem.pools.iter().any(|p| p.spec.sharing.mps);
+    if !allows_mps || (c.proved && !inputs.large) || meets_valid_bound(problem, inputs, &c.assignment) {
+        return c;
+    }
+    let Some(p) = plain(tracer) else { return c };
+    tr!(
+        tracer,
+        "{}: {} GPUs, cost {:.3}",
+        Step::WithoutMps.what(),
+        p.assignment.gpus_used(),
+        p.assignment.cost(problem)
+    );
+    if !cheaper(problem, &p.assignment, &c.assignment) {
+        return c;
+    }
+    Candidate {
+        assignment: p.assignment,
+        method: Method::Then { first: Box::new(c.method), by: Step::WithoutMps },
+        proved: false,
+        searched: p.searched,
+    }
 }
 
 /// Whether a relaxation's lay-out is within [`RELAXATION_PLAN_GAP`] of the relaxation's cost

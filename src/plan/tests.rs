@@ -440,3 +440,79 @@ fn a_node_more_never_gives_a_dearer_proven_plan() {
     }
     assert!(compared >= 6, "only {compared} fleets compared: the test would prove little");
 }
+
+/// A small fleet on one L4 pool allowing `mps` and `timeSlicing` (as
+/// `tests/fixtures/mps/per-node.yaml`): two models MPS packs four to a GPU, one refusing MPS.
+fn mps_fleet() -> (crate::spec::Spec, Catalog) {
+    use crate::bench;
+    let latency = crate::spec::Latency { p99_ms: 25.0, baseline_ms: Some(10.0), baseline_gpu: None };
+    let models = ["asr", "tts", "guardrails"]
+        .iter()
+        .map(|n| {
+            let mut m = bench::model(n, 4_096, 0.15, 4);
+            m.isolation = crate::spec::Isolation::Shared;
+            m.latency = (*n != "guardrails").then_some(latency.clone());
+            m.allow_mps = *n != "guardrails";
+            m
+        })
+        .collect();
+    let mut pool = bench::pool("l4", bench::L4, 2, (1..=6).map(|n| format!("l4-{n}")).collect());
+    pool.sharing.mps = true;
+    (bench::spec("mps", vec![pool], models), bench::catalog())
+}
+
+#[test]
+fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans() {
+    use crate::plan::assign::{self, Dev};
+    use crate::plan::strategy::{self, Candidate, Inputs, Method, Step};
+    let (spec, catalog) = mps_fleet();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let plain_spec = strategy::spec_without_mps(&spec).expect("the pool allows `mps`");
+    assert!(plain_spec.pools.iter().all(|p| !p.sharing.mps && p.sharing.time_slicing));
+    let plain = crate::plan::problem::build(&plain_spec, &catalog);
+    let good = assign::ffd(&plain).expect("first fit plans without MPS");
+    // The same plan with one idle GPU switched on: a dearer plan "with MPS".
+    let mut worse = good.clone();
+    let idle = worse.pools[0].nodes.iter_mut().flat_map(|n| n.gpus.iter_mut()).find(|d| **d == Dev::Unused);
+    *idle.expect("an idle GPU") = Dev::Whole { tenant: None };
+    let valid = crate::plan::bounds::ValidBound { gpus: 0, cost_per_hour: None };
+    let inputs = Inputs {
+        goal: crate::plan::milp::Goal::Bound,
+        guide: None,
+        relaxed: None,
+        large: false,
+        preferred: None,
+        valid: &valid,
+    };
+    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
+    let candidate = |a: &assign::Assignment, proved| Candidate {
+        assignment: a.clone(),
+        method: Method::FfdKeptNoSolution,
+        proved,
+        searched: false,
+    };
+    let plain_plan = || Some(Candidate { method: Method::FfdBeatOptimiser, ..candidate(&good, true) });
+    let kept =
+        strategy::without_mps(&problem, &inputs, candidate(&worse, false), |_| plain_plan(), &mut tracer);
+    assert_eq!(kept.assignment.gpus_used(), good.gpus_used());
+    assert!(!kept.proved);
+    assert!(matches!(kept.method, Method::Then { by: Step::WithoutMps, .. }), "{:?}", kept.method);
+    assert!(kept.method.sentence().contains("without MPS"), "{}", kept.method.sentence());
+    // A tie keeps the plan with MPS.
+    let kept =
+        strategy::without_mps(&problem, &inputs, candidate(&good, false), |_| plain_plan(), &mut tracer);
+    assert_eq!(kept.method, Method::FfdKeptNoSolution);
+    // A proven plan is not planned again.
+    let mut asked = false;
+    let kept = strategy::without_mps(
+        &problem,
+        &inputs,
+        candidate(&worse, true),
+        |_| {
+            asked = true;
+            None
+        },
+        &mut tracer,
+    );
+    assert!(!asked && kept.assignment.gpus_used() == worse.gpus_used());
+}

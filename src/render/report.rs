@@ -170,12 +170,17 @@ fn node_section(md: &mut String, pool: &PoolPlan, node: &NodePlan, svg_path: &st
     let _ = writeln!(md, "### `{}`\n", md_code(&node.name));
     let _ = writeln!(
         md,
-        "{kind} `{}` ({}); mig config `{}`, device-plugin config `{}`, layout `{}`{}.\n",
+        "{kind} `{}` ({}); mig config `{}`, device-plugin config `{}`, layout `{}`{}{}.\n",
         md_code(&pool.name),
         md_code(&pool.gpu),
         md_code(&node.mig_config),
         md_code(&node.device_plugin_config),
         md_code(&layout_name(node)),
+        if node.gpus.iter().any(|g| matches!(g.mode, GpuMode::Mps { .. })) {
+            "; **MPS node** (a crashing client can take down the others on its GPU)"
+        } else {
+            ""
+        },
         if node.must_drain { "; **must be drained**" } else { "" }
     );
     let _ = writeln!(md, "![layout of {}]({svg_path})\n", md_text(&node.name));

@@ -31,6 +31,7 @@ impl<'a> Checker<'a> {
             self.push(Kind::MigConfig, at, format!("mig config `{}` does not exist", node.mig_config));
         }
         self.check_mps_node(pool, node, config.is_some_and(|c| !c.mps.is_empty()));
+        self.check_time_slicing_allowed(pool, node, config.is_some_and(|c| !c.time_slicing.is_empty()));
         self.check_whole_gpu_sharing(pool, node, sharing);
 
         let first_placed = self.placed.len();
@@ -119,8 +120,9 @@ impl<'a> Checker<'a> {
     }
 
     /// MPS is one sharing mode per node, on whole GPUs only, where the pool allows it: a node
-    /// whose config shares by MPS has no time-sliced or MIG GPU, and its GPUs are MPS GPUs only
-    /// if it does.
+    /// whose config shares by MPS has no time-sliced GPU, nor a MIG GPU on the device plugin
+    /// (which refuses MPS beside MIG; the DRA driver runs one MPS daemon per claim, so a `dra`
+    /// node may hold MIG GPUs beside MPS ones), and its GPUs are MPS GPUs only if it does.
     fn check_mps_node(&mut self, pool: &Pool, node: &NodePlan, config_mps: bool) {
         let at = node_at(&pool.name, &node.name);
         let mps_gpus = node.gpus.iter().any(|g| matches!(g.mode, GpuMode::Mps { .. }));
@@ -139,13 +141,30 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
+        let mig_refused = pool.dra.is_none();
         if config_mps
-            && node.gpus.iter().any(|g| matches!(g.mode, GpuMode::TimeSliced { .. } | GpuMode::Mig { .. }))
+            && node.gpus.iter().any(|g| {
+                matches!(g.mode, GpuMode::TimeSliced { .. })
+                    || (mig_refused && matches!(g.mode, GpuMode::Mig { .. }))
+            })
         {
             self.push(
                 Kind::NodeSharing,
                 at,
                 "an MPS node with time-sliced or MIG GPUs (MPS is one mode per node, on whole GPUs)",
+            );
+        }
+    }
+
+    /// Time-slicing only where the pool's `sharing` lists `timeSlicing`: on a pool allowing
+    /// `mps` alone every shared node is an MPS node (a pool allowing both chooses per node).
+    fn check_time_slicing_allowed(&mut self, pool: &Pool, node: &NodePlan, config_ts: bool) {
+        let ts_gpus = node.gpus.iter().any(|g| matches!(g.mode, GpuMode::TimeSliced { .. }));
+        if (ts_gpus || config_ts) && !pool.sharing.time_slicing {
+            self.push(
+                Kind::NodeSharing,
+                node_at(&pool.name, &node.name),
+                "time-slicing on a pool whose `sharing` does not list `timeSlicing`",
             );
         }
     }

@@ -712,3 +712,45 @@ fn rejects_mps_clients_over_their_thread_cap_refusing_mps_or_on_a_pool_without_m
     plan.pools[0].nodes[0].device_plugin_config = "gpuplan-ts-gpu-2".to_owned();
     assert_finds(&spec, &catalog, &plan, Kind::DevicePluginConfig);
 }
+
+#[test]
+fn rejects_a_node_mixing_mps_and_time_slicing_or_time_slicing_on_a_pool_allowing_only_mps() {
+    // Per node: one GPU an MPS client, the other time-sliced, behind either config.
+    for config in ["gpuplan-mps-gpu-2", "gpuplan-ts-gpu-2"] {
+        let (spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+        plan.pools[0].nodes[0].gpus[1].mode = GpuMode::TimeSliced { replicas: 2 };
+        plan.pools[0].nodes[0].device_plugin_config = config.to_owned();
+        assert!(!kinds(&spec, &catalog, &plan).is_empty(), "{config}");
+    }
+    let (spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    plan.pools[0].nodes[0].gpus[1].mode = GpuMode::TimeSliced { replicas: 2 };
+    assert_finds(&spec, &catalog, &plan, Kind::NodeSharing);
+    // A time-sliced node is sound where the pool allows both modes, not where it allows `mps`
+    // alone.
+    let (mut spec, catalog, plan) = time_sliced([0.2, 0.2, 0.2, 0.2]);
+    spec.pools[0].sharing.mps = true;
+    assert_sound((spec.clone(), catalog.clone(), plan.clone()));
+    spec.pools[0].sharing.time_slicing = false;
+    assert_finds(&spec, &catalog, &plan, Kind::NodeSharing);
+}
+
+#[test]
+fn refuses_a_mig_gpu_beside_mps_ones_on_a_device_plugin_node_but_not_on_a_dra_node() {
+    let (mut spec, catalog, mut plan) = mps([0.2, 0.2, 0.2, 0.2]);
+    let instances = placed(&["1g.10gb"]);
+    let node = &mut plan.pools[0].nodes[0];
+    node.gpus[1] = GpuPlan { index: 1, uuid: None, tenants: Vec::new(), mode: GpuMode::Mig { instances } };
+    node.mig_config = "gpuplan-a100-1".to_owned();
+    plan.mig_configs.insert(
+        "gpuplan-a100-1".to_owned(),
+        MigConfig { entries: vec![entry(Some(vec![0]), &[]), entry(Some(vec![1]), &[("1g.10gb", 1)])] },
+    );
+    assert!(kinds(&spec, &catalog, &plan).contains(&Kind::NodeSharing));
+    // The DRA driver runs one MPS daemon per claim: MIG beside MPS is its node's business.
+    spec.pools[0].dra = Some(crate::spec::DraPool::default());
+    assert!(
+        !kinds(&spec, &catalog, &plan).contains(&Kind::NodeSharing),
+        "{:#?}",
+        check(&spec, &catalog, &plan)
+    );
+}

@@ -7,7 +7,7 @@ use crate::plan::assign::{
 };
 use crate::plan::layouts;
 use crate::plan::milp::PoolCounts;
-use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
+use crate::plan::problem::{Kind, Need, PoolCtx, Problem, Share};
 use crate::spec::Spread;
 
 /// Turns the optimiser's counts into concrete nodes and GPUs, then places every replica.
@@ -72,8 +72,9 @@ pub(crate) fn decompose(
 }
 
 /// A node's class in [`decompose`]: `None` unclassed, `Some(None)` exclusive whole GPUs,
-/// `Some(Some(k))` time-sliced `k` ways (`Some(Some(0))`: MIG time-slicing).
-type NodeClass = Option<Option<u32>>;
+/// `Some(Some(share))` whole GPUs shared by time-slicing or MPS (`Some(Some(Share::ts(0)))`:
+/// MIG time-slicing).
+type NodeClass = Option<Option<Share>>;
 
 /// One replica of a model moved from one option to another: ((model, from), (model, to)).
 type OptionChange = ((usize, Kind), (usize, Kind));
@@ -124,7 +125,7 @@ fn node_classes(
                 break;
             }
             mig_ts_class[next] = true;
-            class[next] = Some(Some(0));
+            class[next] = Some(Some(Share::ts(0)));
             next += 1;
         }
         // Round robin over the class's nodes, so that each holds one (`spread` needs them).
@@ -301,7 +302,7 @@ fn place_on_configured(
         Kind::TimeSliced(k) => problem
             .models
             .get(m)
-            .is_none_or(|x| crate::plan::rules::light_tenant(x.spec.compute, k, eff, 1.0)),
+            .is_none_or(|x| crate::plan::rules::light_tenant(x.spec.compute, k.k, eff, 1.0)),
         _ => true,
     });
     for (m, pi, kind, n) in items {

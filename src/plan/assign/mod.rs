@@ -8,7 +8,8 @@
 //! nodes, devices and (for first-fit) each replica's options, bounded by a step count.
 //!
 //! Guarantees of every assignment built here: a node never mixes exclusive and time-sliced whole
-//! GPUs, all time-sliced GPUs of a node share one replica count, every MIG GPU holds a valid
+//! GPUs, all shared whole GPUs of a node share one mode and replica count (`Share`: MPS or
+//! time-slicing, never both on a node), every MIG GPU holds a valid
 //! layout, spread is honoured, and no node or GPU beyond the pool's capacity is used.
 //!
 //! Files: this one holds the state types and the placement routine every algorithm shares;
@@ -18,18 +19,19 @@
 use std::collections::BTreeMap;
 
 use crate::plan::layouts;
-use crate::plan::problem::{Kind, PoolCtx, Problem};
+use crate::plan::problem::{Kind, PoolCtx, Problem, Share};
 use crate::plan::rules::{self, SharedTenant};
 use crate::spec::Spread;
 
-/// Whether the time-sliced whole-GPU tenants of `node` (whose GPUs are shared `k` ways), with
-/// one of model `m` added, may run together. Light tenants alone always may (their options
+/// Whether the time-sliced (or MPS) whole-GPU tenants of `node` (whose GPUs are shared `k`
+/// ways by the share's mode), with one of model `m` added, may run together. Light tenants alone always may (their options
 /// were admitted against the worst light neighbours). A node with a heavy tenant is a
 /// combined-compute node of the optimiser's model: all its tenants together within the
 /// efficiency (sufficient for the verifier's "any k together"), none of a `spread` model, and
 /// every tenant's latency SLO met with its k − 1 largest co-tenants
 /// ([`rules::shared_tenants_fit`], the verifier's rules).
-pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, k: u32) -> bool {
+pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, share: Share) -> bool {
+    let k = share.k;
     let eff = problem.spec.policy.time_slicing_efficiency;
     let mut ms: Vec<usize> = node
         .gpus
@@ -62,7 +64,7 @@ pub(crate) fn ts_room(problem: &Problem<'_>, pi: usize, node: &NodeA, m: usize, 
         };
         tenants.push(SharedTenant { compute: x.compute, latency });
     }
-    if problem.pools[pi].mps {
+    if share.mps {
         return rules::mps_tenants_fit(&tenants, k, eff, 1.0);
     }
     rules::shared_tenants_fit(&tenants, k, eff, 1.0, None)
@@ -76,9 +78,9 @@ pub(crate) enum Dev {
     Whole {
         tenant: Option<usize>,
     },
-    /// MIG disabled, time-sliced with `k` replicas.
+    /// MIG disabled, shared by `k`'s mode (time-slicing or MPS) with `k.k` replicas.
     Ts {
-        k: u32,
+        k: Share,
         tenants: Vec<usize>,
     },
     /// MIG enabled: instance counts per usable profile, and (profile, model) per used instance.
@@ -113,8 +115,8 @@ impl NodeA {
         self.gpus.iter().any(|d| matches!(d, Dev::Whole { .. }))
     }
 
-    /// The time-slicing replica count of this node's whole GPUs, if any is time-sliced.
-    pub(crate) fn ts_k(&self) -> Option<u32> {
+    /// The share of this node's shared whole GPUs (mode and replica count), if any is shared.
+    pub(crate) fn ts_k(&self) -> Option<Share> {
         self.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None })
     }
 
@@ -357,7 +359,7 @@ impl Placing<'_, '_> {
         false
     }
 
-    fn time_sliced(&self, nodes: &mut [NodeA], k: u32) -> bool {
+    fn time_sliced(&self, nodes: &mut [NodeA], k: Share) -> bool {
         let (m, spread) = (self.m, self.spread);
         // A time-sliced GPU with a free slot first, then (growing) a new one.
         for pass in 0..2 {
@@ -378,7 +380,9 @@ impl Placing<'_, '_> {
                 }
                 for d in n.gpus.iter_mut() {
                     match d {
-                        Dev::Ts { k: dk, tenants } if pass == 0 && *dk == k && (tenants.len() as u32) < k => {
+                        Dev::Ts { k: dk, tenants }
+                            if pass == 0 && *dk == k && (tenants.len() as u32) < k.k =>
+                        {
                             if spread != Spread::None && tenants.contains(&m) {
                                 continue;
                             }

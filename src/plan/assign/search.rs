@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::plan::assign::ffd::ffd_items;
 use crate::plan::assign::{Assignment, Dev, NodeA, PoolA, dev_hosts, empty, trim, ts_room};
-use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
+use crate::plan::problem::{Kind, Need, PoolCtx, Problem, Share};
 use crate::spec::Spread;
 
 /// Replicas the backtracking search handles at most; larger inputs keep the greedy result.
@@ -229,7 +229,7 @@ impl Candidate<'_, '_> {
         vec![(0, node)]
     }
 
-    fn time_sliced(&self, n: &NodeA, k: u32) -> Vec<(u8, NodeA)> {
+    fn time_sliced(&self, n: &NodeA, k: Share) -> Vec<(u8, NodeA)> {
         let (problem, pi, m, spread) = (self.problem, self.pi, self.m, self.spread);
         let mut out = Vec::new();
         if spread == Spread::Gpu && n.hosts_shared(m) {
@@ -238,7 +238,7 @@ impl Candidate<'_, '_> {
         for (gi, d) in n.gpus.iter().enumerate() {
             if let Dev::Ts { k: dk, tenants } = d
                 && *dk == k
-                && (tenants.len() as u32) < k
+                && (tenants.len() as u32) < k.k
                 && (spread == Spread::None || !tenants.contains(&m))
             {
                 let mut node = n.clone();

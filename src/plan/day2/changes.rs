@@ -128,9 +128,13 @@ pub fn node_change(
     pn: Option<&PrevNode>,
 ) -> NodeChange {
     let Some(pn) = pn else { return NodeChange::None };
-    let sharing_new = configs.get(&n.device_plugin_config).map(|c| c.time_slicing.clone());
-    let sharing_old =
-        previous.device_plugin_configs.get(&pn.device_plugin_config).map(|c| c.time_slicing.clone());
+    // Both sharing modes: a node switched between time-slicing and MPS (or leaving MPS for
+    // exclusive GPUs) changes its sharing as surely as one changing its replica count.
+    let sharing_new = configs.get(&n.device_plugin_config).map(|c| (c.time_slicing.clone(), c.mps.clone()));
+    let sharing_old = previous
+        .device_plugin_configs
+        .get(&pn.device_plugin_config)
+        .map(|c| (c.time_slicing.clone(), c.mps.clone()));
     let busy = |i: usize| pn.gpus.get(i).is_some_and(|g| !g.tenants.is_empty());
     let node_busy = pn.gpus.iter().any(|g| !g.tenants.is_empty());
     let new = layout(n.gpus.iter().map(|g| Some(&g.mode)));

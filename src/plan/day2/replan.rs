@@ -25,7 +25,7 @@ use crate::plan::day2::advice;
 use crate::plan::day2::changes::{Advice, NodeChange, node_change};
 use crate::plan::day2::previous::{PrevNode, Previous};
 use crate::plan::day2::transition::{self, Observed};
-use crate::plan::problem::{self, Kind, Need, Problem};
+use crate::plan::problem::{self, Kind, Need, Problem, Share};
 use crate::plan::{GpuMode, Plan};
 use crate::spec::{ChangeMode, Demand, Nodes, RateDemand, Spec, Spread};
 
@@ -474,17 +474,16 @@ fn node_devs(
         let dev = match mode {
             GpuMode::Unused => Dev::Unused,
             GpuMode::Whole => Dev::Whole { tenant: tenants.first().copied() },
-            // Time-slicing and MPS are one device state with the pool's sharing mode; a node
-            // whose mode is not the pool's now is a sharing change, re-planned (and drained).
-            GpuMode::TimeSliced { .. } if pool.mps => {
-                return Err("it time-sliced its GPUs; the pool now shares them by MPS".to_owned());
+            // Time-slicing and MPS are one device state with the node's share; a node whose
+            // mode the pool no longer allows is a sharing change, re-planned (and drained).
+            GpuMode::TimeSliced { .. } if !pool.spec.sharing.time_slicing => {
+                return Err("it time-sliced its GPUs; the pool no longer allows `timeSlicing`".to_owned());
             }
-            GpuMode::Mps { .. } if !pool.mps => {
+            GpuMode::Mps { .. } if !pool.spec.sharing.mps => {
                 return Err("it shared its GPUs by MPS; the pool no longer allows `mps`".to_owned());
             }
-            GpuMode::TimeSliced { replicas } | GpuMode::Mps { replicas } => {
-                Dev::Ts { k: (*replicas).max(1), tenants }
-            }
+            GpuMode::TimeSliced { replicas } => Dev::Ts { k: Share::ts((*replicas).max(1)), tenants },
+            GpuMode::Mps { replicas } => Dev::Ts { k: Share { k: (*replicas).max(1), mps: true }, tenants },
             GpuMode::Mig { instances } => {
                 let mut counts = vec![0u8; pool.profiles.len()];
                 let mut at: BTreeMap<u8, usize> = BTreeMap::new();
