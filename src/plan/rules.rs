@@ -105,10 +105,21 @@ pub fn alone_slo(predicted: Result<f64, Refusal>, slo_ms: f64) -> AloneSlo {
 }
 
 /// The sentence `plan.json`, `PLAN.md` and `explain` give for an unverified SLO: why, and what
-/// to measure.
-pub fn unverified_slo(device: &str, gpu: &str, why: &Refusal) -> String {
+/// to measure. A `replicas` model (`rate_demand` false) has no measured points to record the
+/// measurement in, so its sentence says how to have it used: a `demand` with the sweep (on one
+/// whole GPU or a MIG instance; points do not describe a replica over several GPUs).
+pub fn unverified_slo(device: &str, gpu: &str, why: &Refusal, rate_demand: bool) -> String {
+    let record = match (rate_demand, why) {
+        (true, _) => "record it with `gpuplan measurements import`",
+        (false, Refusal::MultiGpu) => {
+            "compare it with the SLO yourself: a `replicas` model has no measured points for gpuplan to check it against"
+        }
+        (false, _) => {
+            "compare it with the SLO: a `replicas` model has no measured points, so to have gpuplan check it give the model a `demand` (its request rate) with that sweep (`gpuplan measurements import --sweep`)"
+        }
+    };
     format!(
-        "SLO unverified on {device} of `{gpu}`: the latency model refuses ({why}); measure the replica's p99 there at its load (genai-perf or perf_analyzer) and record it with `gpuplan measurements import`"
+        "SLO unverified on {device} of `{gpu}`: the latency model refuses ({why}); measure the replica's p99 there at its load (genai-perf or perf_analyzer) and {record}"
     )
 }
 

@@ -430,6 +430,9 @@ fn an_exclusive_gpu_is_predicted_inside_the_range_and_placed_unverified_beyond_i
     let why = plan.models[0].slo_unverified.join(" ");
     assert!(why.contains("above the calibrated 0.6"), "{why}");
     assert!(why.contains("gpuplan measurements import"), "{why}");
+    // A `replicas` model has no points to record a measurement in: the sentence says so and
+    // names the way to have it used (a `demand` with the sweep).
+    assert!(why.contains("a `replicas` model has no measured points") && why.contains("`demand`"), "{why}");
     assert!(gpuplan::verify::check(&spec, &catalog, &plan).is_empty(), "the verifier agrees");
     // Inside the range and above the SLO, it is still refused: the prediction is an answer.
     let spec = spec_of(&whole_gpu_model("0.55").replace("p99: 1s", "p99: 30ms"));
