@@ -7,6 +7,7 @@
 //! that a bug shared through them cannot hide.
 
 use crate::catalog::GpuModel;
+use crate::plan::latency::mps::Cpus;
 use crate::plan::latency::{self, Refusal};
 use crate::spec::{Isolation, Latency, Model, Policy, Pool};
 
@@ -231,7 +232,9 @@ pub fn mps_compute_fits(computes: &[f64], k: u32, efficiency: f64, capacity: f64
 
 /// Predicted p99 of an MPS client of a device of `capacity` shared by `k` clients (thread cap
 /// [`mps_thread_cap`]), with compute `own` and co-tenants `neighbours` (shares of the whole
-/// GPU; on a MIG instance the baseline stretches and the loads grow by `1 / capacity`).
+/// GPU; on a MIG instance the baseline stretches and the loads grow by `1 / capacity`). Every
+/// client is a pod that requests a CPU, so no client waits for a core ([`Cpus::Enough`]: the
+/// law's host term is for calibration runs on hosts with fewer cores than processes).
 pub fn mps_p99_ms(
     baseline_ms: f64,
     capacity: f64,
@@ -243,7 +246,13 @@ pub fn mps_p99_ms(
         return Err(Refusal::NoSms);
     }
     let loads: Vec<f64> = neighbours.iter().map(|n| n / capacity).collect();
-    latency::MPS_LAW.predict_p99_ms(baseline_ms / capacity, own / capacity, &loads, mps_thread_cap(k))
+    latency::MPS_LAW.predict_p99_ms(
+        baseline_ms / capacity,
+        own / capacity,
+        &loads,
+        mps_thread_cap(k),
+        Cpus::Enough,
+    )
 }
 
 /// Whether the clients of one MPS resource of a node (`k` replicas per device) pass what the

@@ -24,6 +24,8 @@ struct PairsFile {
     pairs: Vec<Pair>,
     #[serde(default)]
     light_load_over_closed_loop: Option<f64>,
+    #[serde(default)]
+    cpus: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -86,7 +88,8 @@ pub fn parse(text: &str) -> Result<CalibrationFile, String> {
         }
     }
     let light_load_over_closed_loop = file.light_load_over_closed_loop;
-    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios, light_load_over_closed_loop })
+    let cpus = file.cpus;
+    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios, light_load_over_closed_loop, cpus })
 }
 
 fn scenario(run: Run) -> Result<Scenario, String> {
