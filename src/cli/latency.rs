@@ -2,7 +2,8 @@
 //!
 //! In: a JSON file in the format of `tests/data/timeslicing/` (capacities of services alone plus
 //! scenarios of co-located members) or in the pairs format of `tests/data/mps/` (each scenario
-//! under time-slicing and under MPS). Out: for every member of every scenario, its sharing mode
+//! under time-slicing and under MPS; a file may state its harness's `light_load_over_closed_loop`
+//! and its host's `cpus`). Out: for every member of every scenario, its sharing mode
 //! and the model's p99 (or why it refuses) beside the measured p99; with `--format json` a list
 //! of objects `{scenario, member, sharing, load, active_thread_pct, predicted_p99_ms,
 //! measured_p99_ms, refused, calibrated}` (`sharing` is `time-slicing` or `mps`,

@@ -23,7 +23,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Throughput;
-pub use mps::{ClosedLaw, MPS_CLOSED_LAW, MPS_LAW, MpsLaw, TIME_SLICING_CLOSED_LAW};
+pub use mps::{ClosedLaw, Cpus, MPS_CLOSED_LAW, MPS_LAW, MpsLaw, TIME_SLICING_CLOSED_LAW};
 
 /// Share of a GPU's compute that time-sliced tenants can use together, when the manifest does not
 /// say (`policy.timeSlicingEfficiency`): NVIDIA measured about 0.76 requests/s per GPU with
@@ -330,6 +330,11 @@ pub struct CalibrationFile {
     /// absent, the time-slicing law's fitted [`Law::light_load_over_closed_loop`].
     #[serde(default)]
     pub light_load_over_closed_loop: Option<f64>,
+    /// The CPU cores the runs' processes shared, when the file states it (MPS clients and the
+    /// MPS server beyond them wait for a core); absent, the reference host's
+    /// ([`MpsLaw::host_cpus`]).
+    #[serde(default)]
+    pub cpus: Option<u32>,
 }
 
 /// One service alone in closed loop.
@@ -398,6 +403,9 @@ impl CalibrationFile {
         };
         if file.light_load_over_closed_loop.is_some_and(|f| !(f.is_finite() && f > 0.0)) {
             return Err("`light_load_over_closed_loop` must be a positive number".to_owned());
+        }
+        if file.cpus == Some(0) {
+            return Err("`cpus` must be at least 1".to_owned());
         }
         Ok(file)
     }
@@ -473,51 +481,106 @@ fn predict_member(
     m: &Member,
     others: &[&Member],
 ) -> Result<f64, Refusal> {
-    let capacity = |name: &str| file.capacity.get(name).ok_or_else(|| Refusal::NoCapacity(name.to_owned()));
-    let service_ms = |name: &str| {
-        capacity(name)
-            .and_then(|c| if c.thr_rps > 0.0 { Ok(1000.0 / c.thr_rps) } else { Err(Refusal::InvalidInput) })
-    };
-    let closed = |o: &Member| o.closed_loop || o.load.is_none();
-    if closed(m) {
-        if others.iter().any(|o| !closed(o)) {
+    if closed_member(m) {
+        if others.iter().any(|o| !closed_member(o)) {
             return Err(Refusal::MixedLoops);
         }
-        let own = service_ms(&m.name)?;
-        let neighbours = others.iter().map(|o| service_ms(&o.name)).collect::<Result<Vec<_>, _>>()?;
+        let own = service_ms(file, &m.name)?;
+        let neighbours = others.iter().map(|o| service_ms(file, &o.name)).collect::<Result<Vec<_>, _>>()?;
         let law = match sharing {
             Sharing::TimeSlicing => laws.time_slicing_closed,
             Sharing::Mps => laws.mps_closed,
         };
-        return law.predict_p99_ms(capacity(&m.name)?.p99, own, &neighbours);
+        return law.predict_p99_ms(capacity_of(file, &m.name)?.p99, own, &neighbours);
     }
-    if others.iter().any(|o| closed(o)) {
-        return Err(Refusal::SaturatingNeighbour);
-    }
-    let light = file.light_load_over_closed_loop.unwrap_or(laws.time_slicing.light_load_over_closed_loop);
-    let base = capacity(&m.name)?.p99 * light;
-    let loads: Vec<f64> = others.iter().filter_map(|o| o.load).collect();
-    let own = m.load.unwrap_or(0.0);
+    let (base, own, loads) = open_inputs(file, &laws.time_slicing, m, others)?;
     match sharing {
         Sharing::TimeSlicing => laws.time_slicing.predict_p99_ms(base, own, &loads),
-        Sharing::Mps => laws.mps.predict_p99_ms(base, own, &loads, m.thread_cap.unwrap_or(1.0)),
+        Sharing::Mps => {
+            let cpus = laws.mps.cpus_of(file.cpus);
+            laws.mps.predict_p99_ms(base, own, &loads, m.thread_cap.unwrap_or(1.0), cpus)
+        }
     }
+}
+
+fn closed_member(m: &Member) -> bool {
+    m.closed_loop || m.load.is_none()
+}
+
+fn capacity_of<'f>(file: &'f CalibrationFile, name: &str) -> Result<&'f Capacity, Refusal> {
+    file.capacity.get(name).ok_or_else(|| Refusal::NoCapacity(name.to_owned()))
+}
+
+fn service_ms(file: &CalibrationFile, name: &str) -> Result<f64, Refusal> {
+    capacity_of(file, name)
+        .and_then(|c| if c.thr_rps > 0.0 { Ok(1000.0 / c.thr_rps) } else { Err(Refusal::InvalidInput) })
+}
+
+/// An open-loop member's inputs to either open-loop law: the baseline `b` (the closed-loop p99
+/// alone × the file's light-load factor, else `ts`'s), its own load, its neighbours' loads.
+fn open_inputs(
+    file: &CalibrationFile,
+    ts: &Law,
+    m: &Member,
+    others: &[&Member],
+) -> Result<(f64, f64, Vec<f64>), Refusal> {
+    if others.iter().any(|o| closed_member(o)) {
+        return Err(Refusal::SaturatingNeighbour);
+    }
+    let light = file.light_load_over_closed_loop.unwrap_or(ts.light_load_over_closed_loop);
+    let base = capacity_of(file, &m.name)?.p99 * light;
+    let loads: Vec<f64> = others.iter().filter_map(|o| o.load).collect();
+    Ok((base, m.load.unwrap_or(0.0), loads))
+}
+
+/// An open-loop MPS member as the MPS law sees it ([`open_inputs`], the thread cap, the file's
+/// cores) beside its measured p99: the fit scores thousands of candidate laws on these.
+struct MpsCase {
+    base: f64,
+    own: f64,
+    loads: Vec<f64>,
+    cap: f64,
+    cpus: Option<u32>,
+    measured: f64,
+}
+
+fn mps_cases(
+    files: &[CalibrationFile],
+    ts: &Law,
+    keep: &dyn Fn(usize, Sharing, &str) -> bool,
+) -> Vec<MpsCase> {
+    let mut out = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        for s in f.scenarios.iter().filter(|s| s.sharing == Sharing::Mps && keep(i, s.sharing, &s.scenario)) {
+            for (j, m) in s.members.iter().enumerate().filter(|(_, m)| !closed_member(m)) {
+                let others: Vec<&Member> =
+                    s.members.iter().enumerate().filter(|&(o, _)| o != j).map(|(_, o)| o).collect();
+                if let Ok((base, own, loads)) = open_inputs(f, ts, m, &others) {
+                    let cap = m.thread_cap.unwrap_or(1.0);
+                    out.push(MpsCase { base, own, loads, cap, cpus: f.cpus, measured: m.p99 });
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How [`LAWS`] were chosen: per law, the grid below minimising a robust (Huber, δ = 0.15) loss
 /// on `ln(predicted / measured)` over the members that law predicts (open- or closed-loop, of
 /// its sharing mode). The ranges (the `MAX_*` constants) are fixed, not fitted; the MPS law takes
 /// `b` as the time-slicing law defines it (one definition of the baseline), so the time-slicing
-/// open-loop law is fitted first. `keep` selects the members fitted on (by file index and
-/// scenario name), so that cross-validation can hold some out.
-pub fn fit(files: &[CalibrationFile], keep: &dyn Fn(usize, &str) -> bool) -> Laws {
+/// open-loop law is fitted first. `keep` selects the members fitted on (by file index, sharing
+/// mode and scenario name), so that cross-validation can hold some out and the laws of one mode
+/// can be fitted on more files than the other's.
+pub fn fit(files: &[CalibrationFile], keep: &dyn Fn(usize, Sharing, &str) -> bool) -> Laws {
     let loss = |laws: &Laws, sharing: Sharing, closed: bool| -> f64 {
-        let huber = |x: f64| if x.abs() <= 0.15 { x * x / 2.0 } else { 0.15 * (x.abs() - 0.075) };
         files
             .iter()
             .enumerate()
             .flat_map(|(i, f)| evaluate_with(f, laws).into_iter().map(move |r| (i, r)))
-            .filter(|(i, r)| r.sharing == sharing && r.load.is_none() == closed && keep(*i, &r.scenario))
+            .filter(|(i, r)| {
+                r.sharing == sharing && r.load.is_none() == closed && keep(*i, sharing, &r.scenario)
+            })
             .filter_map(|(_, r)| r.predicted_p99_ms.map(|p| huber((p / r.measured_p99_ms).ln())))
             .sum()
     };
@@ -526,9 +589,25 @@ pub fn fit(files: &[CalibrationFile], keep: &dyn Fn(usize, &str) -> bool) -> Law
         best(time_slicing_grid(), |l| loss(&Laws { time_slicing: *l, ..laws }, Sharing::TimeSlicing, false));
     laws.time_slicing_closed =
         best(closed_grid(), |l| loss(&Laws { time_slicing_closed: *l, ..laws }, Sharing::TimeSlicing, true));
-    laws.mps = best(mps_grid(), |l| loss(&Laws { mps: *l, ..laws }, Sharing::Mps, false));
+    let cases = mps_cases(files, &laws.time_slicing, keep);
+    laws.mps = best(mps_grid(), |l| {
+        cases
+            .iter()
+            .filter_map(|c| {
+                let cpus = l.cpus_of(c.cpus);
+                l.predict_p99_ms(c.base, c.own, &c.loads, c.cap, cpus)
+                    .ok()
+                    .map(|p| huber((p / c.measured).ln()))
+            })
+            .sum()
+    });
     laws.mps_closed = best(closed_grid(), |l| loss(&Laws { mps_closed: *l, ..laws }, Sharing::Mps, true));
     laws
+}
+
+/// The fit's robust loss of one member: Huber (δ = 0.15) on `ln(predicted / measured)`.
+fn huber(x: f64) -> f64 {
+    if x.abs() <= 0.15 { x * x / 2.0 } else { 0.15 * (x.abs() - 0.075) }
 }
 
 /// The candidate with the least loss; ties keep the first (the smallest values), so that the fit
@@ -580,19 +659,27 @@ fn closed_grid() -> Vec<ClosedLaw> {
 }
 
 fn mps_grid() -> Vec<MpsLaw> {
-    const ALONE: [f64; 5] = [0.6, 0.7, 0.8, 0.9, 1.0];
-    const RHO: [f64; 5] = [0.75, 0.8, 0.9, 1.0, 1.1];
+    const ALONE: [f64; 5] = [0.8, 0.9, 1.0, 1.1, 1.2];
+    const RHO: [f64; 3] = [0.9, 1.0, 1.1];
     const EXP: [f64; 4] = [1.0, 1.5, 2.0, 2.5];
-    const CAP: [f64; 4] = [0.0, 0.1, 0.2, 0.3];
-    const PER_MS: [f64; 6] = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25];
+    const CAP: [f64; 4] = [0.1, 0.2, 0.3, 0.4];
+    const CPUS: [u32; 4] = [3, 4, 5, 6];
+    const PER_MS: [f64; 5] = [0.0, 1.0, 2.0, 3.0, 4.0];
+    // The host's part (cores, ms per process beyond them) for every GPU part, in grid order.
+    let host: Vec<(u32, f64)> = CPUS.iter().flat_map(|&n| PER_MS.iter().map(move |&ms| (n, ms))).collect();
     let mut out = Vec::new();
     for &alone in &ALONE {
         for &rho_max in &RHO {
             for &exponent in &EXP {
                 for &cap_exponent in &CAP {
-                    for &per_neighbour_ms in &PER_MS {
-                        out.push(MpsLaw { alone, rho_max, exponent, cap_exponent, per_neighbour_ms });
-                    }
+                    out.extend(host.iter().map(|&(host_cpus, per_process_over_cpus_ms)| MpsLaw {
+                        alone,
+                        rho_max,
+                        exponent,
+                        cap_exponent,
+                        host_cpus,
+                        per_process_over_cpus_ms,
+                    }));
                 }
             }
         }

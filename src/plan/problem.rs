@@ -543,7 +543,8 @@ impl Sink<'_> {
                 return;
             }
             Some((_, AloneSlo::Unverified(why))) => {
-                unverified = Some(rules::unverified_slo(label, &c.pool.gpu.id, &why));
+                let rate = matches!(c.m.demand, Demand::Rate(_));
+                unverified = Some(rules::unverified_slo(label, &c.pool.gpu.id, &why, rate));
             }
             None => {}
         }
@@ -680,7 +681,9 @@ fn multi_gpu_option(pool: &PoolCtx<'_>, m: &Model, n: u32, gpu_mib: f64, out: &m
         if m.latency.as_ref().is_some_and(|l| l.baseline_ms.is_some())
             && let Some(o) = out.options.last_mut()
         {
-            let why = rules::unverified_slo(&format!("{n} whole GPUs"), &pool.gpu.id, &Refusal::MultiGpu);
+            let rate = matches!(m.demand, Demand::Rate(_));
+            let why =
+                rules::unverified_slo(&format!("{n} whole GPUs"), &pool.gpu.id, &Refusal::MultiGpu, rate);
             o.unverified = Some(why);
         }
     }

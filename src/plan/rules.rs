@@ -7,6 +7,7 @@
 //! that a bug shared through them cannot hide.
 
 use crate::catalog::GpuModel;
+use crate::plan::latency::mps::Cpus;
 use crate::plan::latency::{self, Refusal};
 use crate::spec::{Isolation, Latency, Model, Policy, Pool};
 
@@ -105,10 +106,21 @@ pub fn alone_slo(predicted: Result<f64, Refusal>, slo_ms: f64) -> AloneSlo {
 }
 
 /// The sentence `plan.json`, `PLAN.md` and `explain` give for an unverified SLO: why, and what
-/// to measure.
-pub fn unverified_slo(device: &str, gpu: &str, why: &Refusal) -> String {
+/// to measure. A `replicas` model (`rate_demand` false) has no measured points to record the
+/// measurement in, so its sentence says how to have it used: a `demand` with the sweep (on one
+/// whole GPU or a MIG instance; points do not describe a replica over several GPUs).
+pub fn unverified_slo(device: &str, gpu: &str, why: &Refusal, rate_demand: bool) -> String {
+    let record = match (rate_demand, why) {
+        (true, _) => "record it with `gpuplan measurements import`",
+        (false, Refusal::MultiGpu) => {
+            "compare it with the SLO yourself: a `replicas` model has no measured points for gpuplan to check it against"
+        }
+        (false, _) => {
+            "compare it with the SLO: a `replicas` model has no measured points, so to have gpuplan check it give the model a `demand` (its request rate) with that sweep (`gpuplan measurements import --sweep`)"
+        }
+    };
     format!(
-        "SLO unverified on {device} of `{gpu}`: the latency model refuses ({why}); measure the replica's p99 there at its load (genai-perf or perf_analyzer) and record it with `gpuplan measurements import`"
+        "SLO unverified on {device} of `{gpu}`: the latency model refuses ({why}); measure the replica's p99 there at its load (genai-perf or perf_analyzer) and {record}"
     )
 }
 
@@ -220,7 +232,9 @@ pub fn mps_compute_fits(computes: &[f64], k: u32, efficiency: f64, capacity: f64
 
 /// Predicted p99 of an MPS client of a device of `capacity` shared by `k` clients (thread cap
 /// [`mps_thread_cap`]), with compute `own` and co-tenants `neighbours` (shares of the whole
-/// GPU; on a MIG instance the baseline stretches and the loads grow by `1 / capacity`).
+/// GPU; on a MIG instance the baseline stretches and the loads grow by `1 / capacity`). Every
+/// client is a pod that requests a CPU, so no client waits for a core ([`Cpus::Enough`]: the
+/// law's host term is for calibration runs on hosts with fewer cores than processes).
 pub fn mps_p99_ms(
     baseline_ms: f64,
     capacity: f64,
@@ -232,7 +246,13 @@ pub fn mps_p99_ms(
         return Err(Refusal::NoSms);
     }
     let loads: Vec<f64> = neighbours.iter().map(|n| n / capacity).collect();
-    latency::MPS_LAW.predict_p99_ms(baseline_ms / capacity, own / capacity, &loads, mps_thread_cap(k))
+    latency::MPS_LAW.predict_p99_ms(
+        baseline_ms / capacity,
+        own / capacity,
+        &loads,
+        mps_thread_cap(k),
+        Cpus::Enough,
+    )
 }
 
 /// Whether the clients of one MPS resource of a node (`k` replicas per device) pass what the

@@ -41,8 +41,24 @@ const FILES: [&str; 4] = [
     "h200-mps-vs-ts-2026-12-01-b.json",
 ];
 
+/// gpuplan's own harness (`tests/data/mps/measure.py`, `measure_cpus.py`), each file stating its
+/// light-load factor and its host's cores: fitted on by the MPS law only (its time-slicing
+/// halves are scored, not fitted on).
+const MPS_FILES: [&str; 3] = [
+    "h200-mps-vs-ts-2026-12-02.json",
+    "h200-mps-vs-ts-2026-12-02-16cpu.json",
+    "h200-mps-vs-ts-2026-12-02-4cpu.json",
+];
+
+/// Every vendored file: [`FILES`], then [`MPS_FILES`].
 fn files() -> Vec<CalibrationFile> {
-    FILES.iter().map(|f| parse(f)).collect()
+    FILES.iter().chain(MPS_FILES.iter()).map(|f| parse(f)).collect()
+}
+
+/// What the laws are fitted on, by index into [`files`]: every law on [`FILES`], the MPS laws
+/// also on [`MPS_FILES`].
+fn fitted(i: usize, sharing: Sharing) -> bool {
+    sharing == Sharing::Mps || i < FILES.len()
 }
 
 fn of(rows: &[MemberPrediction], sharing: Sharing) -> Vec<&MemberPrediction> {
@@ -74,13 +90,18 @@ fn meets_criterion((n, accepted, within): (usize, usize, usize)) -> bool {
 
 #[test]
 fn the_laws_are_the_documented_fit_over_the_four_files() {
-    assert_eq!(latency::fit(&files(), &|_, _| true), latency::LAWS, "update docs/latency-model.md");
+    assert_eq!(
+        latency::fit(&files(), &|i, sh, _| fitted(i, sh)),
+        latency::LAWS,
+        "update docs/latency-model.md"
+    );
 }
 
 #[test]
 fn in_sample_counts_are_as_documented() {
     let got: Vec<_> = FILES
         .iter()
+        .chain(MPS_FILES.iter())
         .map(|f| {
             let r = rows(f);
             (score(of(&r, Sharing::TimeSlicing)), score(of(&r, Sharing::Mps)))
@@ -93,17 +114,20 @@ fn in_sample_counts_are_as_documented() {
             ((36, 33, 31), (0, 0, 0)),
             ((19, 19, 15), (19, 19, 16)),
             ((17, 14, 9), (17, 17, 16)),
+            ((30, 26, 24), (30, 30, 27)),
+            ((17, 9, 7), (17, 9, 9)),
+            ((9, 9, 7), (9, 9, 7)),
         ],
         "update docs/latency-model.md"
     );
 }
 
 /// A second harness: gpuplan's own re-implementation of the method, run on 2026-12-02
-/// (`tests/data/mps/measure.py`), held out of every fit. Its open-loop p99 sits about half as
-/// far above the closed-loop p99 alone as in the reference files, so the file states its own
-/// light-load factor, the one that fits its time-slicing half best (below). With it the
-/// time-slicing law carries over (24 of 26); the MPS law does not (3 of 30): its delay of 1 ms
-/// per co-running client is not seen there (docs/latency-model.md, "A second harness").
+/// (`tests/data/mps/measure.py`), held out of the time-slicing fits. Its open-loop p99 sits
+/// about half as far above the closed-loop p99 alone as in the reference files, so the file
+/// states its own light-load factor, the one that fits its time-slicing half best (below), and
+/// its host's 16 cores. With them the time-slicing law carries over (24 of 26) and the MPS law,
+/// fitted on it with the others, predicts 27 of 30 (docs/latency-model.md, "A second harness").
 const SECOND_HARNESS: &str = "h200-mps-vs-ts-2026-12-02.json";
 
 #[test]
@@ -111,7 +135,7 @@ fn a_second_harness_is_scored_with_its_own_light_load_factor_as_documented() {
     let r = rows(SECOND_HARNESS);
     assert_eq!(
         (score(of(&r, Sharing::TimeSlicing)), score(of(&r, Sharing::Mps))),
-        ((30, 26, 24), (30, 30, 3)),
+        ((30, 26, 24), (30, 30, 27)),
         "update docs/latency-model.md"
     );
     // The stated factor is the Huber fit (δ = 0.15) over the time-slicing half, on a 0.1 grid.
@@ -136,8 +160,8 @@ fn a_second_harness_is_scored_with_its_own_light_load_factor_as_documented() {
 fn time_slicing_leave_one_file_out_meets_the_held_out_criterion() {
     let all = files();
     let mut got = Vec::new();
-    for held in 0..all.len() {
-        let laws = latency::fit(&all, &|i, _| i != held);
+    for held in 0..FILES.len() {
+        let laws = latency::fit(&all, &|i, sh, _| fitted(i, sh) && i != held);
         let rows = latency::evaluate_with(&all[held], &laws);
         got.push(score(of(&rows, Sharing::TimeSlicing)));
     }
@@ -146,27 +170,31 @@ fn time_slicing_leave_one_file_out_meets_the_held_out_criterion() {
     assert_eq!(got, [(16, 12, 10), (36, 33, 31), (19, 19, 14), (17, 14, 9)], "update docs/latency-model.md");
 }
 
-/// MPS, leave one scenario out (both MPS files together: one of them holds a single open-loop
-/// run, so leaving a file out would fit the open-loop law on nothing): the laws refitted
-/// without the scenario, scored on its MPS members.
+/// MPS, leave one scenario out over every MPS file (a scenario is a file's: the same name on
+/// another host is another run): the laws refitted without it, scored on its MPS members. One
+/// reference file holds a single open-loop MPS run, so leaving a file out would fit on too
+/// little; per file, the held-out scores are as documented.
 #[test]
-fn mps_leave_one_scenario_out_is_as_documented() {
+fn mps_leave_one_scenario_out_meets_the_held_out_criterion() {
     let all = files();
-    let scenarios: std::collections::BTreeSet<String> = all
-        .iter()
-        .flat_map(|f| f.scenarios.iter().filter(|s| s.sharing == Sharing::Mps).map(|s| s.scenario.clone()))
-        .collect();
-    let mut got = Vec::new();
-    for held in &scenarios {
-        let laws = latency::fit(&all, &|_, s| s != held);
-        let rows: Vec<MemberPrediction> = all.iter().flat_map(|f| latency::evaluate_with(f, &laws)).collect();
-        got.push((held.clone(), score(of(&rows, Sharing::Mps).into_iter().filter(|r| &r.scenario == held))));
+    let mut got = vec![(0, 0, 0); all.len()];
+    for (i, f) in all.iter().enumerate().filter(|(i, _)| fitted(*i, Sharing::Mps)) {
+        let names: std::collections::BTreeSet<&str> =
+            f.scenarios.iter().filter(|s| s.sharing == Sharing::Mps).map(|s| s.scenario.as_str()).collect();
+        for held in names {
+            let laws = latency::fit(&all, &|j, sh, s| fitted(j, sh) && !(j == i && s == held));
+            let rows = latency::evaluate_with(f, &laws);
+            let s = score(of(&rows, Sharing::Mps).into_iter().filter(|r| r.scenario == held));
+            got[i] = (got[i].0 + s.0, got[i].1 + s.1, got[i].2 + s.2);
+        }
     }
-    let total = got.iter().fold((0, 0, 0), |a, (_, s)| (a.0 + s.0, a.1 + s.1, a.2 + s.2));
-    // 27 of 36 (75%): short of the 80% asked of held-out runs. The four-client and the
-    // three-client scenarios are one each, so holding one out fits the per-client delay on the
-    // others alone (docs/latency-model.md, "MPS").
-    assert_eq!(total, (36, 36, 27), "update docs/latency-model.md: {got:?}");
+    let total = got.iter().fold((0, 0, 0), |a, s| (a.0 + s.0, a.1 + s.1, a.2 + s.2));
+    assert!(meets_criterion(total), "{got:?}");
+    assert_eq!(
+        got,
+        [(0, 0, 0), (0, 0, 0), (19, 19, 15), (17, 17, 16), (30, 30, 27), (17, 9, 9), (9, 9, 7)],
+        "update docs/latency-model.md"
+    );
 }
 
 #[test]
@@ -174,8 +202,9 @@ fn time_slicing_leave_one_family_out_meets_the_held_out_criterion() {
     let all = files();
     let mut got = Vec::new();
     for held in ["alone", "pairs", "copies", "repeats", "closed loop"] {
-        let laws = latency::fit(&all, &|_, s| family(s) != held);
-        let rows: Vec<MemberPrediction> = all.iter().flat_map(|f| latency::evaluate_with(f, &laws)).collect();
+        let laws = latency::fit(&all, &|i, sh, s| fitted(i, sh) && family(s) != held);
+        let rows: Vec<MemberPrediction> =
+            all[..FILES.len()].iter().flat_map(|f| latency::evaluate_with(f, &laws)).collect();
         let s = score(of(&rows, Sharing::TimeSlicing).into_iter().filter(|r| family(&r.scenario) == held));
         got.push((held, s));
     }
@@ -200,7 +229,7 @@ fn every_refusal_is_outside_the_documented_range() {
         MPS_MAX_NEIGHBOURS, MPS_MAX_OWN_LOAD, MPS_MAX_TOTAL_LOAD, MPS_MIN_THREAD_CAP,
     };
     let mut refused = 0;
-    for file in FILES {
+    for file in FILES.iter().chain(MPS_FILES.iter()) {
         let parsed = parse(file);
         let rows = latency::evaluate(&parsed);
         for s in &parsed.scenarios {
@@ -237,8 +266,10 @@ fn every_refusal_is_outside_the_documented_range() {
         }
     }
     // Documented in docs/latency-model.md: 4 in the first time-slicing file, 3 in the second,
-    // 3 time-slicing members of the pairs files, no MPS member.
-    assert_eq!(refused, 10, "update docs/latency-model.md");
+    // 3 time-slicing members of the reference pairs files, no MPS member there; in gpuplan's
+    // own harness 4 time-slicing members of the first file and the 16 members (8 each way) of
+    // the noisy-neighbour runs next to a saturating llm.
+    assert_eq!(refused, 30, "update docs/latency-model.md");
 }
 
 #[test]
@@ -430,6 +461,9 @@ fn an_exclusive_gpu_is_predicted_inside_the_range_and_placed_unverified_beyond_i
     let why = plan.models[0].slo_unverified.join(" ");
     assert!(why.contains("above the calibrated 0.6"), "{why}");
     assert!(why.contains("gpuplan measurements import"), "{why}");
+    // A `replicas` model has no points to record a measurement in: the sentence says so and
+    // names the way to have it used (a `demand` with the sweep).
+    assert!(why.contains("a `replicas` model has no measured points") && why.contains("`demand`"), "{why}");
     assert!(gpuplan::verify::check(&spec, &catalog, &plan).is_empty(), "the verifier agrees");
     // Inside the range and above the SLO, it is still refused: the prediction is an answer.
     let spec = spec_of(&whole_gpu_model("0.55").replace("p99: 1s", "p99: 30ms"));

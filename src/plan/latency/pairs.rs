@@ -5,7 +5,10 @@
 //! In: the file's JSON text. Out: the same runs as a [`CalibrationFile`] (both halves of every
 //! pair as scenarios of their sharing mode, capacities by service name), so that one evaluation
 //! ([`super::evaluate`]) and one fit ([`super::fit`]) serve both formats. Guaranteed: nothing is
-//! dropped; a scenario whose lists disagree in length is an error, not a guess.
+//! dropped; a scenario whose lists disagree in length is an error, not a guess. A pair may hold
+//! one half only (a file of MPS runs alone, or of time-slicing runs alone). A member of an
+//! open-loop scenario whose load is `null` or `0` is a closed-loop member (the harness writes
+//! `0` for a saturating neighbour: it has no arrival rate).
 
 use std::collections::BTreeMap;
 
@@ -21,22 +24,27 @@ struct PairsFile {
     pairs: Vec<Pair>,
     #[serde(default)]
     light_load_over_closed_loop: Option<f64>,
+    #[serde(default)]
+    cpus: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Pair {
-    #[serde(rename = "time-slicing")]
-    time_slicing: Run,
-    mps: Run,
+    #[serde(rename = "time-slicing", default)]
+    time_slicing: Option<Run>,
+    #[serde(default)]
+    mps: Option<Run>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Run {
     scenario: String,
     sharing: Sharing,
-    closed: bool,
+    /// Absent: closed when no member has a load.
     #[serde(default)]
-    load_fraction: Option<Vec<f64>>,
+    closed: Option<bool>,
+    #[serde(default)]
+    load_fraction: Option<Vec<Option<f64>>>,
     #[serde(default)]
     active_thread_pct: Option<Vec<Option<f64>>>,
     members: Vec<RunMember>,
@@ -45,7 +53,9 @@ struct Run {
 #[derive(Debug, Deserialize)]
 struct RunMember {
     name: String,
-    thr_rps: f64,
+    /// Needed in the capacity runs only.
+    #[serde(default)]
+    thr_rps: Option<f64>,
     p99: f64,
 }
 
@@ -62,24 +72,34 @@ pub fn parse(text: &str) -> Result<CalibrationFile, String> {
     let mut capacity = BTreeMap::new();
     for run in &file.capacity {
         for m in &run.members {
-            capacity.entry(m.name.clone()).or_insert(Capacity { thr_rps: m.thr_rps, p99: m.p99 });
+            let thr_rps = m.thr_rps.ok_or_else(|| {
+                format!("capacity run `{}`: member `{}` has no `thr_rps`", run.scenario, m.name)
+            })?;
+            capacity.entry(m.name.clone()).or_insert(Capacity { thr_rps, p99: m.p99 });
         }
     }
     let mut scenarios = Vec::new();
-    for pair in file.pairs {
-        for run in [pair.time_slicing, pair.mps] {
+    for (i, pair) in file.pairs.into_iter().enumerate() {
+        if pair.time_slicing.is_none() && pair.mps.is_none() {
+            return Err(format!("pair {} has neither a `time-slicing` nor an `mps` run", i + 1));
+        }
+        for run in [pair.time_slicing, pair.mps].into_iter().flatten() {
             scenarios.push(scenario(run)?);
         }
     }
     let light_load_over_closed_loop = file.light_load_over_closed_loop;
-    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios, light_load_over_closed_loop })
+    let cpus = file.cpus;
+    Ok(CalibrationFile { gpu: file.gpu, mig: None, capacity, scenarios, light_load_over_closed_loop, cpus })
 }
 
 fn scenario(run: Run) -> Result<Scenario, String> {
     let n = run.members.len();
     let loads = run.load_fraction.unwrap_or_default();
     let caps = run.active_thread_pct.unwrap_or_default();
-    if (!run.closed && loads.len() != n) || (!caps.is_empty() && caps.len() != n) {
+    // A load of null or 0 is a closed-loop member (no arrival rate); a closed run has no loads.
+    let open_loads: Vec<Option<f64>> = loads.iter().map(|l| l.filter(|&l| l != 0.0)).collect();
+    let closed = run.closed.unwrap_or_else(|| open_loads.iter().all(Option::is_none));
+    if (!closed && loads.len() != n) || (!caps.is_empty() && caps.len() != n) {
         return Err(format!(
             "scenario `{}` ({}) has {n} members but {} loads and {} thread caps",
             run.scenario,
@@ -92,13 +112,16 @@ fn scenario(run: Run) -> Result<Scenario, String> {
         .members
         .into_iter()
         .enumerate()
-        .map(|(i, m)| Member {
-            name: m.name,
-            load: if run.closed { None } else { loads.get(i).copied() },
-            closed_loop: run.closed,
-            p99: m.p99,
-            // Under time-slicing the MPS variable has no effect; the cap is kept for the record.
-            thread_cap: caps.get(i).copied().flatten().map(|pct| pct / 100.0),
+        .map(|(i, m)| {
+            let load = if closed { None } else { open_loads.get(i).copied().flatten() };
+            Member {
+                name: m.name,
+                load,
+                closed_loop: load.is_none(),
+                p99: m.p99,
+                // Under time-slicing the MPS variable has no effect; the cap is kept for the record.
+                thread_cap: caps.get(i).copied().flatten().map(|pct| pct / 100.0),
+            }
         })
         .collect();
     Ok(Scenario { scenario: run.scenario, sharing: run.sharing, members })
@@ -125,6 +148,40 @@ mod tests {
         assert_eq!(file.scenarios[1].members[1].load, Some(0.3));
         assert_eq!(file.scenarios[1].members[1].thread_cap, Some(0.5));
         assert!((file.scenarios[1].members[1].p99 - 3.5).abs() < 1e-12);
+    }
+
+    /// The reference shape in full: members with `n`, `p50`, `p90`, `mean`; caps `null` or a
+    /// number; a saturating neighbour written with load `0` (or `null`) in an open-loop run; a
+    /// pair with one half only.
+    #[test]
+    fn every_field_of_the_reference_shape_reads_and_a_pair_may_hold_one_half() {
+        let member = |name: &str, p99: f64| {
+            format!(
+                r#"{{"name": "{name}", "n": 100, "thr_rps": 500.0, "p50": 1.0, "p90": 2.0, "p99": {p99}, "mean": 1.2}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"capacity": [{{"scenario": "asr_alone_closed", "sharing": "time-slicing", "closed": true,
+                  "load_fraction": [0], "active_thread_pct": [null], "members": [{asr}]}}],
+                "pairs": [{{"mps": {{"scenario": "asr30_llmclosed", "sharing": "mps", "closed": false,
+                             "load_fraction": [0.3, 0], "active_thread_pct": [50, null], "members": [{asr}, {llm}]}}}},
+                          {{"time-slicing": {{"scenario": "asr30_llmnull", "sharing": "time-slicing",
+                             "load_fraction": [0.3, null], "active_thread_pct": null, "members": [{asr}, {llm}]}}}}]}}"#,
+            asr = member("asr", 4.0),
+            llm = member("llm", 9.0)
+        );
+        let file = parse(&text).expect("valid pairs file");
+        assert_eq!(file.scenarios.len(), 2, "one half per pair");
+        for s in &file.scenarios {
+            assert_eq!((s.members[0].load, s.members[0].closed_loop), (Some(0.3), false), "{}", s.scenario);
+            assert_eq!((s.members[1].load, s.members[1].closed_loop), (None, true), "{}", s.scenario);
+        }
+        assert_eq!(file.scenarios[0].sharing, Sharing::Mps);
+        assert_eq!(file.scenarios[0].members[0].thread_cap, Some(0.5));
+        assert_eq!(file.scenarios[0].members[1].thread_cap, None);
+        assert_eq!(file.scenarios[1].sharing, Sharing::TimeSlicing);
+        let neither = r#"{"capacity": [], "pairs": [{}]}"#;
+        assert!(parse(neither).expect_err("an empty pair").contains("neither"));
     }
 
     #[test]
