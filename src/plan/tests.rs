@@ -440,3 +440,21 @@ fn a_node_more_never_gives_a_dearer_proven_plan() {
     }
     assert!(compared >= 6, "only {compared} fleets compared: the test would prove little");
 }
+
+/// Issue 23: the 128-GPU stress fleet "mixed, compute", seed 2 (`stress --sizes 128 --fill 0.4`),
+/// on which first fit finds nothing and the optimiser's optimal counts (61 GPUs) lay out on no
+/// node, plans: the MILP's `spread: gpu` rows for models that share a MIG profile, or the
+/// backtracking lay-out of its replica choices, gives a plan, which passes the verifier and
+/// is no cheaper than the bounds it reports.
+#[test]
+fn the_stress_fleet_whose_optimal_counts_lay_out_nowhere_plans() {
+    use crate::bench::stress::{Shape, fleet};
+    let shape = Shape { gpus: 128, priced: false, compute: true, fill: 0.4, time_sliced: false };
+    let (spec, catalog) = fleet(shape, 2);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(crate::plan::assign::ffd(&problem).is_none(), "first fit plans it: the test would prove little");
+    let plan = crate::plan::plan(&spec, &catalog).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(crate::verify::check(&spec, &catalog, &plan).len(), 0);
+    let q = &plan.quality;
+    assert!(q.lower_bound <= q.model_lower_bound && q.model_lower_bound <= q.gpus_used, "{q:?}");
+}
