@@ -323,7 +323,10 @@ fn optimise(
             let mut decomposed = lay_out(problem, &r);
             decomposed = keep_cheaper(problem, decomposed, second.as_ref().and_then(|s| lay_out(problem, s)));
             decomposed = lay_out_one_profile(problem, inputs, &r, decomposed, tracer);
-            decomposed = lay_out_capped(problem, inputs, &r, decomposed, tracer);
+            if !inputs.large && decomposed.as_ref().is_none_or(|a| a.repaired > 0) {
+                decomposed =
+                    keep_cheaper(problem, decomposed, lay_out_capped(problem, inputs.goal, &r, tracer));
+            }
             tr!(
                 tracer,
                 "decomposition: {:?}",
@@ -465,24 +468,21 @@ fn lay_out_one_profile(
 /// Rounds of [`lay_out_capped`]: re-solves at most.
 const CAP_ROUNDS: usize = 2;
 
-/// Step: when the optimiser's counts lay out only with replicas that first fit placed (its
-/// node-level conditions are necessary only), the program again with each such replica's
+/// Step: when the optimiser's counts `r` lay out only with replicas that first fit placed
+/// (its node-level conditions are necessary only), the program again with each such replica's
 /// model capped in its pool at what found room there (single-model columns: spread and rate
-/// models), the caps kept from round to round, up to [`CAP_ROUNDS`] solves; the cheapest
-/// lay-out kept. A restriction of the program, so it proves nothing by itself; a lay-out at
-/// the full program's proven cost is optimal all the same. Not on large programs (each solve
-/// takes seconds there, and their relaxation's lay-out is a candidate).
+/// models), the caps kept from round to round, up to [`CAP_ROUNDS`] solves; the cheapest of
+/// their lay-outs. A restriction of the program, so it proves nothing by itself; a lay-out at
+/// the full program's proven cost is optimal all the same. The caller runs it on programs
+/// that are not large only (each solve takes seconds there, and their relaxation's lay-out is
+/// a candidate).
 fn lay_out_capped(
     problem: &Problem<'_>,
-    inputs: &Inputs<'_>,
+    goal: Goal,
     r: &MilpResult,
-    decomposed: Option<Assignment>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Assignment> {
-    if inputs.large || decomposed.as_ref().is_some_and(|a| a.repaired == 0) {
-        return decomposed;
-    }
-    let mut best = decomposed;
+    let mut best: Option<Assignment> = None;
     let mut caps = milp::Caps::new();
     let mut current = r.clone();
     for _ in 0..CAP_ROUNDS {
@@ -494,7 +494,7 @@ fn lay_out_capped(
         if !tighten(&mut caps, &current, &deferred) {
             break;
         }
-        let Ok(mut alt) = milp::solve_capped(problem, inputs.goal, &caps) else { break };
+        let Ok(mut alt) = milp::solve_capped(problem, goal, &caps) else { break };
         alt.optimal = false; // capped: proves nothing for the full program
         let laid = lay_out(problem, &alt);
         tr!(
