@@ -651,7 +651,11 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
             codes::PLANNER_FAILED,
             format!(
                 "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{})",
-                if harder && matches!(why, Why::SolverFailed(_)) { ", the optimiser with more work" } else { "" }
+                match why {
+                    Why::SolverFailed(_) if harder => ", the optimiser with more work",
+                    Why::SolverFailed(_) => "",
+                    Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
+                }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")
