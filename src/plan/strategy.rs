@@ -459,7 +459,13 @@ fn lay_out_one_profile(
         return decomposed;
     }
     let Some(pins) = one_spread_profile(problem, &r.replicas) else { return decomposed };
-    let Ok(mut alt) = milp::solve(problem, inputs.goal, &pins) else { return decomposed };
+    let alt = milp::solve(problem, inputs.goal, &pins);
+    tr!(
+        tracer,
+        "MILP with one profile per spread: gpu model and pool: {:?}",
+        alt.as_ref().map(|a| a.cost).err()
+    );
+    let Ok(mut alt) = alt else { return decomposed };
     alt.optimal = false; // pinned: proves nothing for the full program
     tr!(tracer, "MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
     keep_cheaper(problem, decomposed, lay_out(problem, &alt))
