@@ -260,7 +260,17 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, pins, 1)
+    solve_with_work(problem, goal, pins, &Caps::new(), 1)
+}
+
+/// Most replicas a model may have in a pool, per (model, pool); models absent are free.
+pub(crate) type Caps = BTreeMap<(usize, usize), u32>;
+
+/// [`solve`] with the replicas of some single-model columns (spread and rate models) capped
+/// per pool: the cascade's re-solve when counts do not lay out ([`crate::plan::strategy`]).
+/// A restriction of the program: its result proves nothing for the full one.
+pub(crate) fn solve_capped(problem: &Problem<'_>, goal: Goal, caps: &Caps) -> Result<MilpResult, MilpError> {
+    solve_with_work(problem, goal, &Pins::new(), caps, 1)
 }
 
 /// How many times its node limit a solve with more work may explore ([`solve_harder`]).
@@ -269,14 +279,15 @@ pub(crate) const HARDER_WORK: u32 = 8;
 /// [`solve`] with [`HARDER_WORK`] times the node limit: the cascade's last resort when the
 /// solver stopped without a feasible solution (a count, not a clock: the same on any machine).
 pub(crate) fn solve_harder(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, pins, HARDER_WORK)
+    solve_with_work(problem, goal, pins, &Caps::new(), HARDER_WORK)
 }
 
-/// [`solve`] with `work` times the solver's node limit.
+/// [`solve`] with `caps` and `work` times the solver's node limit.
 fn solve_with_work(
     problem: &Problem<'_>,
     goal: Goal,
     pins: &Pins,
+    caps: &Caps,
     work: u32,
 ) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, goal);
@@ -284,6 +295,7 @@ fn solve_with_work(
     prog.replica_vars();
     prog.pool_vars();
     prog.pin(pins);
+    prog.cap(caps);
     prog.demand_rows();
     let mut bound_gpus = Expression::from(0.0);
     let mut cost_expr = Expression::from(0.0);
@@ -505,6 +517,20 @@ impl<'p, 'a> Program<'p, 'a> {
                     self.cons.push(constraint!(yv == n));
                 }
             }
+        }
+    }
+
+    /// Capped replicas per pool ([`Caps`]) of single-model columns.
+    fn cap(&mut self, caps: &Caps) {
+        for (&(m, pi), &n) in caps {
+            let Some(ci) = self.cols.iter().position(|c| c.members[..] == [m]) else { continue };
+            let mut sum = Expression::from(0.0);
+            for (oi, o) in self.cols[ci].options.iter().enumerate() {
+                if o.pool == pi {
+                    sum += self.served(ci, oi);
+                }
+            }
+            self.cons.push(constraint!(sum <= f64::from(n)));
         }
     }
 
@@ -778,6 +804,7 @@ impl<'p, 'a> Program<'p, 'a> {
             }
             if by_node {
                 cons.push(constraint!(all <= v.u));
+                cons.extend(self.mig_spread_node_row(pi, &mig, mig_opts.is_empty()));
             }
             if !mig_opts.is_empty() {
                 let mut mig_gpus = Expression::from(0.0);
@@ -789,6 +816,22 @@ impl<'p, 'a> Program<'p, 'a> {
             }
         }
         self.cons.extend(cons);
+    }
+
+    /// `spread: node` on exclusive MIG instances of pool `pi` (`mig`: the model's replicas
+    /// there): outside small problems, nodes that time-slice a MIG profile hold no exclusive
+    /// instances, so such replicas are at most the nodes of the other classes, `u − Σ zm`.
+    /// Necessary only (as the other spread rows).
+    fn mig_spread_node_row(&self, pi: usize, mig: &Expression, none: bool) -> Option<Constraint> {
+        let v = &self.pv[pi];
+        if none || self.problem.small || v.zm.is_empty() {
+            return None;
+        }
+        let mut nodes = Expression::from(v.u);
+        for &z in v.zm.values() {
+            nodes -= z;
+        }
+        Some(constraint!(mig.clone() <= nodes))
     }
 
     /// `spread: gpu` on MIG inside a node (the device plugin picks the instance): on a node
@@ -834,10 +877,11 @@ impl<'p, 'a> Program<'p, 'a> {
             cons.push(constraint!(n <= u));
             cons.push(constraint!(n <= more.clone()));
             cons.push(constraint!(gpn * n >= more));
-            for y in ys {
+            for &y in &ys {
                 cons.push(constraint!(y <= n + one.clone()));
                 cons.push(constraint!(y <= gpn * u - (gpn - 1.0) * n));
             }
+            cons.extend(spread_group_cuts(&ys, n, &one, u, gpn));
         }
         cons
     }
@@ -997,6 +1041,48 @@ impl<'p, 'a> Program<'p, 'a> {
         }
         Ok(res)
     }
+}
+
+/// Models of one profile and pool up to which [`spread_group_cuts`] writes a row for every
+/// set of two or more of them (above, one row for all of them).
+const GROUP_MAX_MODELS: usize = 4;
+
+/// `spread: gpu` on MIG for several models on profile `q` of one pool together
+/// ([`Program::mig_spread_gpu_rows`]: `n` the nodes holding a GPU with two or more `q`
+/// instances, `one` the GPUs with exactly one, `u` the nodes): on each of those `n` nodes every
+/// model has at most one replica, elsewhere each GPU holds one `q` instance, so for a set S of
+/// the models, `Σ_S y ≤ |S|·n + one` and `≤ |S|·n + gpn·(u − n)`. Necessary only, and
+/// stronger than the rows per model when the models compete for the GPUs with one instance
+/// (issue 23: two such models with nine replicas on counts whose nodes held eight).
+fn spread_group_cuts(
+    ys: &[Variable],
+    n: Variable,
+    one: &Expression,
+    u: Variable,
+    gpn: f64,
+) -> Vec<Constraint> {
+    if ys.len() < 2 {
+        return Vec::new();
+    }
+    let sets: Vec<u32> = if ys.len() <= GROUP_MAX_MODELS {
+        (1..(1u32 << ys.len())).filter(|s| s.count_ones() >= 2).collect()
+    } else {
+        vec![u32::MAX]
+    };
+    let mut cons = Vec::new();
+    for set in sets {
+        let mut lhs = Expression::from(0.0);
+        let mut size = 0.0;
+        for (i, &y) in ys.iter().enumerate() {
+            if i >= 32 || set & (1 << i) != 0 {
+                lhs += y;
+                size += 1.0;
+            }
+        }
+        cons.push(constraint!(lhs.clone() <= size * n + one.clone()));
+        cons.push(constraint!(lhs <= (size - gpn) * n + gpn * u));
+    }
+    cons
 }
 
 /// Profiles of one model's MIG options above which [`distinct_gpu_cuts`] keeps only single

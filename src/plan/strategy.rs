@@ -95,6 +95,8 @@ pub(crate) enum Step {
     HarderSolve,
     /// The same spec planned with `mps` removed from every pool's `sharing` ([`without_mps`]).
     WithoutMps,
+    /// The optimiser's replica choices laid out by backtracking, on more GPUs than its counts.
+    ChoicesSearched,
 }
 
 impl Step {
@@ -111,6 +113,10 @@ impl Step {
                     "the optimiser with {} times its node limit, its counts laid out on nodes,",
                     milp::HARDER_WORK
                 )
+            }
+            Step::ChoicesSearched => {
+                "a backtracking lay-out of the optimiser's replica choices on more GPUs than its counts"
+                    .to_owned()
             }
         }
     }
@@ -370,6 +376,10 @@ fn optimise(
             let mut decomposed = lay_out(problem, &r);
             decomposed = keep_cheaper(problem, decomposed, second.as_ref().and_then(|s| lay_out(problem, s)));
             decomposed = lay_out_one_profile(problem, inputs, &r, decomposed, tracer);
+            if !inputs.large && decomposed.as_ref().is_none_or(|a| a.repaired > 0) {
+                decomposed =
+                    keep_cheaper(problem, decomposed, lay_out_capped(problem, inputs.goal, &r, tracer));
+            }
             tr!(
                 tracer,
                 "decomposition: {:?}",
@@ -382,7 +392,7 @@ fn optimise(
             );
             judge(problem, inputs, &r, decomposed, ffd, tracer)
         }
-        (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, tracer),
+        (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
         (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err)),
     }
@@ -404,7 +414,10 @@ fn judge(
             let method = Method::Milp { proved, repaired: a.repaired };
             Ok(Candidate { proved, ..Candidate::new(a, method) })
         }
-        (None, ffd) => rescue(problem, inputs, Why::NotDecomposed, ffd, tracer),
+        (None, ffd) => {
+            let searched = searched_choices(problem, r).map(|a| (a, Step::ChoicesSearched));
+            rescue(problem, inputs, Why::NotDecomposed, ffd, searched, tracer)
+        }
     }
 }
 
@@ -499,10 +512,89 @@ fn lay_out_one_profile(
         return decomposed;
     }
     let Some(pins) = one_spread_profile(problem, &r.replicas) else { return decomposed };
-    let Ok(mut alt) = milp::solve(problem, inputs.goal, &pins) else { return decomposed };
+    let alt = milp::solve(problem, inputs.goal, &pins);
+    tr!(
+        tracer,
+        "MILP with one profile per spread: gpu model and pool: {:?}",
+        alt.as_ref().map(|a| a.cost).err()
+    );
+    let Ok(mut alt) = alt else { return decomposed };
     alt.optimal = false; // pinned: proves nothing for the full program
     tr!(tracer, "MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
     keep_cheaper(problem, decomposed, lay_out(problem, &alt))
+}
+
+/// Rounds of [`lay_out_capped`]: re-solves at most.
+const CAP_ROUNDS: usize = 2;
+
+/// Step: when the optimiser's counts `r` lay out only with replicas that first fit placed
+/// (its node-level conditions are necessary only), the program again with each such replica's
+/// model capped in its pool at what found room there (single-model columns: spread and rate
+/// models), the caps kept from round to round, up to [`CAP_ROUNDS`] solves; the cheapest of
+/// their lay-outs. A restriction of the program, so it proves nothing by itself; a lay-out at
+/// the full program's proven cost is optimal all the same. The caller runs it on programs
+/// that are not large only (each solve takes seconds there, and their relaxation's lay-out is
+/// a candidate).
+fn lay_out_capped(
+    problem: &Problem<'_>,
+    goal: Goal,
+    r: &MilpResult,
+    tracer: &mut Tracer<'_>,
+) -> Option<Assignment> {
+    let mut best: Option<Assignment> = None;
+    let mut caps = milp::Caps::new();
+    let mut current = r.clone();
+    for _ in 0..CAP_ROUNDS {
+        let Some((_, deferred)) =
+            assign::decompose_deferred(problem, &current.counts, &current.replicas, true)
+        else {
+            break;
+        };
+        if !tighten(&mut caps, &current, &deferred) {
+            break;
+        }
+        let Ok(mut alt) = milp::solve_capped(problem, goal, &caps) else { break };
+        alt.optimal = false; // capped: proves nothing for the full program
+        let laid = lay_out(problem, &alt);
+        tr!(
+            tracer,
+            "MILP with {} model(s) capped per pool: cost {:.3}, laid out {:?}",
+            caps.len(),
+            alt.cost,
+            laid.as_ref().map(|a| (a.gpus_used(), a.repaired))
+        );
+        let done = laid.as_ref().is_some_and(|a| a.repaired == 0);
+        best = keep_cheaper(problem, best, laid);
+        if done {
+            break;
+        }
+        current = alt;
+    }
+    best
+}
+
+/// Lowers `caps` for the deferred replicas of `r`'s choices: each (model, pool) at most its
+/// replicas there less those deferred, never above an earlier cap. Whether a cap changed.
+fn tighten(
+    caps: &mut milp::Caps,
+    r: &MilpResult,
+    deferred: &[(usize, usize, crate::plan::problem::Kind)],
+) -> bool {
+    let mut less: std::collections::BTreeMap<(usize, usize), u32> = std::collections::BTreeMap::new();
+    for &(m, pi, _) in deferred {
+        *less.entry((m, pi)).or_insert(0) += 1;
+    }
+    let mut changed = false;
+    for ((m, pi), n) in less {
+        let there: u32 = r.replicas.iter().filter(|(k, _)| k.0 == m && k.1 == pi).map(|(_, &c)| c).sum();
+        let cap = there.saturating_sub(n);
+        let old = caps.get(&(m, pi)).copied().unwrap_or(u32::MAX);
+        if cap < old {
+            caps.insert((m, pi), cap);
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// Steps when the optimiser's path gave no plan of its own (its solve stopped without a
@@ -511,12 +603,15 @@ fn lay_out_one_profile(
 /// replicas), the cheapest kept; when the solver stopped early on a program that is not large
 /// and that is not within the quality target of the relaxation, the optimiser again with more
 /// work; then
-/// first-fit-decreasing with backtracking. `Err` names the true cause ([`failure`]).
+/// first-fit-decreasing with backtracking. `found`: a plan an earlier step of the optimiser's
+/// path found ([`searched_choices`]), among the candidates. `Err` names the true cause
+/// ([`failure`]).
 fn rescue(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
     why: Why,
     ffd: Option<Assignment>,
+    found_earlier: Option<(Assignment, Step)>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Candidate, Diagnostics> {
     let found = ffd.is_some();
@@ -535,6 +630,7 @@ fn rescue(
         laid.map(|a| (a, Some(Step::RelaxationLaidOut))),
         pref.as_ref().and_then(|p| assign::ffd_guided(problem, p)).map(|a| (a, Some(Step::FfdGuided))),
         assign::ffd_reordered(problem).map(|(a, order)| (a, Some(Step::FfdReordered(order)))),
+        found_earlier.map(|(a, by)| (a, Some(by))),
     ];
     let mut best: Option<(Assignment, Option<Step>)> = ffd.map(|f| (f, None));
     for step in steps {
@@ -563,6 +659,14 @@ fn rescue(
             Err(stuck) => Err(failure(problem, &why, &stuck, !inputs.large)),
         },
     }
+}
+
+/// Step: when the optimiser's counts do not lay out (its node-level conditions are necessary
+/// only), its replica choices laid out by backtracking with no cap on cost: each replica keeps
+/// the pool and device kind the optimiser chose, the search opens the GPUs and MIG layouts
+/// that the node rules allow. `None` when the search finds nothing within its step limit.
+fn searched_choices(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
+    assign::decompose_search(problem, &r.replicas, f64::INFINITY)
 }
 
 /// The relative gap to the relaxation that DESIGN.md's quality target allows (2%).
@@ -606,7 +710,11 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
             codes::PLANNER_FAILED,
             format!(
                 "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{})",
-                if harder && matches!(why, Why::SolverFailed(_)) { ", the optimiser with more work" } else { "" }
+                match why {
+                    Why::SolverFailed(_) if harder => ", the optimiser with more work",
+                    Why::SolverFailed(_) => "",
+                    Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
+                }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")

@@ -516,3 +516,21 @@ fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans
     );
     assert!(!asked && kept.assignment.gpus_used() == worse.gpus_used());
 }
+
+/// Issue 23: the 128-GPU stress fleet "mixed, compute", seed 2 (`stress --sizes 128 --fill 0.4`),
+/// on which first fit finds nothing and the optimiser's optimal counts (61 GPUs) lay out on no
+/// node, plans: the MILP's `spread: gpu` rows for models that share a MIG profile, or the
+/// backtracking lay-out of its replica choices, gives a plan, which passes the verifier and
+/// is no cheaper than the bounds it reports.
+#[test]
+fn the_stress_fleet_whose_optimal_counts_lay_out_nowhere_plans() {
+    use crate::bench::stress::{Shape, fleet};
+    let shape = Shape { gpus: 128, priced: false, compute: true, fill: 0.4, time_sliced: false };
+    let (spec, catalog) = fleet(shape, 2);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(crate::plan::assign::ffd(&problem).is_none(), "first fit plans it: the test would prove little");
+    let plan = crate::plan::plan(&spec, &catalog).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(crate::verify::check(&spec, &catalog, &plan).len(), 0);
+    let q = &plan.quality;
+    assert!(q.lower_bound <= q.model_lower_bound && q.model_lower_bound <= q.gpus_used, "{q:?}");
+}

@@ -29,6 +29,48 @@ pub(crate) fn decompose(
     replicas: &BTreeMap<(usize, usize, Kind), u32>,
     repair: bool,
 ) -> Option<Assignment> {
+    decompose_deferred(problem, counts, replicas, repair).map(|x| x.0)
+}
+
+/// [`decompose`], with the replicas (model, pool, kind of the optimiser's choice), one entry
+/// each, that found no room on the configured devices and were placed by first fit (repair
+/// mode; empty otherwise).
+///
+/// Whole-GPU replicas go to the first exclusive-whole node with room; when that leaves some
+/// replica without a place, the counts are laid out again with each whole-GPU replica on the
+/// exclusive-whole node with the most unused GPUs (so that MIG GPUs still find a place on every
+/// node, which `spread: node` models on MIG need), and that lay-out is kept when it has no
+/// more such replicas and costs less, or as much with fewer of them.
+pub(crate) fn decompose_deferred(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+    repair: bool,
+) -> Option<(Assignment, Deferred)> {
+    let packed = decompose_with(problem, counts, replicas, repair, false);
+    if packed.as_ref().is_some_and(|x| x.1.is_empty()) {
+        return packed;
+    }
+    let balanced = decompose_with(problem, counts, replicas, repair, true);
+    match (packed, balanced) {
+        (Some(p), Some(b)) => {
+            let (pc, bc) = (p.0.cost(problem), b.0.cost(problem));
+            let better = bc < pc - 1e-9 || (bc <= pc + 1e-9 && b.1.len() < p.1.len());
+            Some(if better && b.1.len() <= p.1.len() { b } else { p })
+        }
+        (p, b) => p.or(b),
+    }
+}
+
+/// [`decompose_deferred`] with whole-GPU replicas packed (first node with room) or
+/// `balanced` (the node with the most unused GPUs).
+fn decompose_with(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+    repair: bool,
+    balanced: bool,
+) -> Option<(Assignment, Deferred)> {
     let mut a = empty(problem, |i| {
         let p = &problem.pools[i];
         if !p.autoscaled {
@@ -46,7 +88,7 @@ pub(crate) fn decompose(
         let pa = &mut a.pools[pi];
         let used_nodes = (c.nodes as usize).min(pa.nodes.len());
         let (class, mig_ts_class) = node_classes(pool, c, pa, used_nodes, repair)?;
-        let whole = ClassedPool { problem, pi, class: &class, used_nodes, repair };
+        let whole = ClassedPool { problem, pi, class: &class, used_nodes, repair, balanced };
         whole.multi_gpu(pa, replicas, &mut deferred)?;
         configure_gpus(pool, c, pa, &class, &mig_ts_class, used_nodes, repair)?;
     }
@@ -64,12 +106,15 @@ pub(crate) fn decompose(
     // choice or the model's other options (smallest first) on a configured device with room,
     // else on a grown one (extended layout, new GPU, new node).
     a.repaired = u32::try_from(deferred.len()).unwrap_or(u32::MAX);
-    if !place_deferred(problem, &mut a, deferred) {
+    if !place_deferred(problem, &mut a, deferred.clone()) {
         return None;
     }
     trim(problem, &mut a);
-    Some(a)
+    Some((a, deferred))
 }
+
+/// Replicas placed by first fit in repair mode, one (model, pool, kind) entry each.
+pub(crate) type Deferred = Vec<(usize, usize, Kind)>;
 
 /// A node's class in [`decompose`]: `None` unclassed, `Some(None)` exclusive whole GPUs,
 /// `Some(Some(share))` whole GPUs shared by time-slicing or MPS (`Some(Some(Share::ts(0)))`:
@@ -154,6 +199,8 @@ struct ClassedPool<'p, 'a> {
     class: &'p [NodeClass],
     used_nodes: usize,
     repair: bool,
+    /// Whole-GPU replicas on the node with the most unused GPUs (else the first with room).
+    balanced: bool,
 }
 
 impl ClassedPool<'_, '_> {
@@ -183,11 +230,14 @@ impl ClassedPool<'_, '_> {
         for (g, m) in multi {
             let g = g as usize;
             let by_node = problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Node);
-            let slot = (0..used_nodes).find(|&i| {
-                class[i] == Some(None)
-                    && !(by_node && pa.nodes[i].hosts(m))
-                    && pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count() >= g
-            });
+            let free = |i: usize| pa.nodes[i].gpus.iter().filter(|d| **d == Dev::Unused).count();
+            let mut fits = (0..used_nodes)
+                .filter(|&i| class[i] == Some(None) && !(by_node && pa.nodes[i].hosts(m)) && free(i) >= g);
+            let slot = if self.balanced {
+                fits.max_by(|&x, &y| free(x).cmp(&free(y)).then(y.cmp(&x)))
+            } else {
+                fits.next()
+            };
             let Some(slot) = slot else {
                 if !self.repair {
                     return None;

@@ -604,6 +604,6 @@ mod decompose;
 mod ffd;
 mod search;
 
-pub(crate) use decompose::{decompose, replace_mig_spread, untangle_mig_spread};
+pub(crate) use decompose::{decompose, decompose_deferred, replace_mig_spread, untangle_mig_spread};
 pub(crate) use ffd::{ffd, ffd_guided, ffd_reordered};
 pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};
