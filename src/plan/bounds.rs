@@ -27,7 +27,7 @@ use good_lp::{
 use crate::catalog::{GpuModel, layout};
 use crate::plan::problem::Problem;
 use crate::plan::rules;
-use crate::spec::{Demand, Isolation, Model, Pool};
+use crate::spec::{Demand, Isolation, Model};
 
 /// Bounds valid for every plan the verifier accepts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -205,7 +205,10 @@ fn demand_units(problem: &Problem<'_>) -> Vec<Unit> {
         let m = mc.spec;
         let mut ways = Vec::new();
         for (pi, pool) in problem.pools.iter().enumerate() {
-            if pool.capacity_gpus() == 0 || !allowed(m, pool.spec, pool.gpu) {
+            if pool.capacity_gpus() == 0
+                || !m.allows_pool(&pool.spec.name)
+                || !m.allows_gpu(problem.catalog, &pool.gpu.id)
+            {
                 continue;
             }
             ways.extend(model_ways(problem, m, pi, pool.gpu));
@@ -276,16 +279,6 @@ fn generic(gpu: &GpuModel) -> Vec<f64> {
     gpu.mig
         .as_ref()
         .map_or_else(Vec::new, |mig| mig.profiles.iter().map(|p| instance_share(gpu, p)).collect())
-}
-
-/// Whether the verifier lets `m` use this pool: its `pools` and `gpuTypes` (the spec holds
-/// catalog ids; a case-insensitive match is looser, so the bound stays valid).
-fn allowed(m: &Model, pool: &Pool, gpu: &GpuModel) -> bool {
-    (m.pools.is_empty() || m.pools.iter().any(|p| p == &pool.name))
-        && (m.gpu_types.is_empty()
-            || m.gpu_types
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(&gpu.id) || t.eq_ignore_ascii_case(&pool.gpu)))
 }
 
 /// The largest `k ≥ 1` with `memory ≤ capacity / k` (within the verifier's slack), capped at

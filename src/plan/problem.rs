@@ -224,6 +224,8 @@ impl ModelCtx<'_> {
 #[derive(Clone, Debug)]
 pub(crate) struct Problem<'a> {
     pub spec: &'a Spec,
+    /// The catalog the pools' GPUs and the models' `gpuTypes` are resolved in.
+    pub catalog: &'a Catalog,
     pub pools: Vec<PoolCtx<'a>>,
     pub models: Vec<ModelCtx<'a>>,
     pub rename_shared: bool,
@@ -256,13 +258,15 @@ pub(crate) fn build<'a>(spec: &'a Spec, catalog: &'a Catalog) -> Problem<'a> {
     }
     let mut model_specs: Vec<&Model> = spec.models.iter().collect();
     model_specs.sort_by(|a, b| a.name.cmp(&b.name));
-    let models: Vec<ModelCtx<'_>> = model_specs.into_iter().map(|m| model_ctx(spec, &pools, m)).collect();
+    let models: Vec<ModelCtx<'_>> =
+        model_specs.into_iter().map(|m| model_ctx(spec, catalog, &pools, m)).collect();
     let unit_price = (priced && min_cost.is_finite() && min_cost > 0.0).then_some(min_cost);
     let mig_spread_models = models
         .iter()
         .any(|m| m.spec.spread == Spread::Gpu && m.options.iter().any(|o| matches!(o.kind, Kind::Mig(_))));
     let mut problem = Problem {
         spec,
+        catalog,
         pools,
         models,
         rename_shared: spec.cluster.time_slicing.rename_by_default,
@@ -563,7 +567,7 @@ struct Candidate<'c, 'a> {
     baseline: Option<(f64, f64)>,
 }
 
-fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'a> {
+fn model_ctx<'a>(spec: &Spec, catalog: &Catalog, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'a> {
     let need = match &m.demand {
         Demand::Replicas(n) => Need::Replicas(*n),
         Demand::Rate(r) => Need::Rate { rps: r.rps, min_replicas: r.min_replicas.max(1) },
@@ -575,7 +579,7 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
         let (mut options, mut rejected) = (Vec::new(), Vec::new());
         for (pi, pool) in pools.iter().enumerate() {
             let mut out = Sink { pi, options: &mut options, rejected: &mut rejected, unverified_ok };
-            pool_options(&spec.policy, pool, m, &mut out);
+            pool_options(&spec.policy, catalog, pool, m, &mut out);
         }
         (options, rejected)
     };
@@ -588,8 +592,14 @@ fn model_ctx<'a>(spec: &Spec, pools: &[PoolCtx<'a>], m: &'a Model) -> ModelCtx<'
 
 /// Every option of `m` on one pool, one builder per kind of option. A new kind of option (a
 /// sharing mode) is one more builder called here, with its rule in [`rules`].
-fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut Sink<'_>) {
-    if !pool_allowed(pool, m, out) {
+fn pool_options<'a>(
+    policy: &Policy,
+    catalog: &Catalog,
+    pool: &PoolCtx<'a>,
+    m: &'a Model,
+    out: &mut Sink<'_>,
+) {
+    if !pool_allowed(catalog, pool, m, out) {
         return;
     }
     let gpu_mib = rules::usable_mib(pool.gpu.memory_mib, policy.memory_headroom);
@@ -636,12 +646,12 @@ fn pool_options<'a>(policy: &Policy, pool: &PoolCtx<'a>, m: &'a Model, out: &mut
 }
 
 /// Whether the model may use this pool at all: its `pools` and `gpuTypes`.
-fn pool_allowed(pool: &PoolCtx<'_>, m: &Model, out: &mut Sink<'_>) -> bool {
-    if !m.pools.is_empty() && !m.pools.iter().any(|n| n == pool.name()) {
+fn pool_allowed(catalog: &Catalog, pool: &PoolCtx<'_>, m: &Model, out: &mut Sink<'_>) -> bool {
+    if !m.allows_pool(pool.name()) {
         out.reject(Reason::Pool, format!("pool `{}` is not in the model's `pools`", pool.name()));
         return false;
     }
-    if !m.gpu_types.is_empty() && !m.gpu_types.iter().any(|g| g.eq_ignore_ascii_case(&pool.gpu.id)) {
+    if !m.allows_gpu(catalog, &pool.gpu.id) {
         out.reject(
             Reason::Pool,
             format!("GPU `{}` of pool `{}` is not in the model's `gpuTypes`", pool.gpu.id, pool.name()),

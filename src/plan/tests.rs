@@ -534,3 +534,20 @@ fn the_stress_fleet_whose_optimal_counts_lay_out_nowhere_plans() {
     let q = &plan.quality;
     assert!(q.lower_bound <= q.model_lower_bound && q.model_lower_bound <= q.gpus_used, "{q:?}");
 }
+
+/// A model's `gpuTypes` resolve through the catalog in the planner and the bounds as in the
+/// verifier: an alias names the pool's GPU (the spec stage stores catalog ids; a `Spec` built by other
+/// code may hold an alias, and the planner compared catalog ids only).
+#[test]
+fn a_gpu_type_alias_allows_the_pools_gpu_in_the_planner_and_the_bounds() {
+    let pool = crate::bench::pool("a100", crate::bench::A100, 2, vec!["n1".to_owned()]);
+    let mut m = crate::bench::model("asr", 8_192, 0.2, 2);
+    m.gpu_types = vec!["a100-80gb-sxm".to_owned()];
+    let spec = crate::bench::spec("alias", vec![pool], vec![m]);
+    let catalog = crate::bench::catalog();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(!problem.models[0].options.is_empty(), "{:?}", problem.models[0].rejected);
+    let plan = crate::plan::plan(&spec, &catalog).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(crate::verify::check(&spec, &catalog, &plan).len(), 0);
+    assert!(plan.quality.lower_bound >= 1 && plan.quality.lower_bound <= plan.quality.gpus_used);
+}
