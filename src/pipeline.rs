@@ -204,8 +204,7 @@ pub fn compile(
 /// staged: the waves keep the budgets by counting on the replicas of nodes that are not
 /// drained, and a gated node's new replicas do not run yet.
 fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>) {
-    let held: Vec<&str> =
-        plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.as_str()).collect();
+    let held: Vec<&str> = plan.nodes().filter(|n| n.must_drain).map(|n| n.name.as_str()).collect();
     // A held node missing from the cluster is in no wave: never listed (it would fail the sync).
     let missing = changes.map(|c| c.nodes_missing.as_slice()).unwrap_or_default();
     let first: Vec<&str> = match changes.and_then(|c| c.waves.first()) {
@@ -226,12 +225,7 @@ fn stage_first_wave(bundle: &mut Bundle, plan: &Plan, changes: Option<&Changes>)
 /// Nodes in transition without a drain: re-laid out on idle GPUs, their labels synced, their
 /// new instances not yet confirmed by the cluster (`applying` or `failed`).
 fn gated(plan: &Plan) -> Vec<&str> {
-    plan.pools
-        .iter()
-        .flat_map(|p| &p.nodes)
-        .filter(|n| n.transition.is_some() && !n.must_drain)
-        .map(|n| n.name.as_str())
-        .collect()
+    plan.nodes().filter(|n| n.transition.is_some() && !n.must_drain).map(|n| n.name.as_str()).collect()
 }
 
 /// A compiled manifest (the tests' and library users' one call).

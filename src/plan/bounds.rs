@@ -1,7 +1,7 @@
 //! Lower bounds valid for every plan the verifier accepts, not only for the planner's model.
 //!
 //! In: a [`Problem`] (for its spec, pools and models; the planner's options are not used).
-//! Out: [`ValidBound`] — GPUs and, on priced pools, cost per hour that no accepted plan beats.
+//! Out: [`LowerBound`] — GPUs and, on priced pools, cost per hour that no accepted plan beats.
 //!
 //! The argument (a charging scheme, proved in `docs/planner.md`, "Bounds"): every replica is
 //! charged part of the budget of the GPU it runs on (its price, plus a surcharge `μ` per pool
@@ -29,9 +29,11 @@ use crate::plan::problem::Problem;
 use crate::plan::rules;
 use crate::spec::{Demand, Isolation, Model};
 
-/// Bounds valid for every plan the verifier accepts.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct ValidBound {
+/// A lower bound on plans: GPUs and, when every pool has a price, cost per hour. [`valid_bound`]
+/// gives the one valid for every plan the verifier accepts; the optimiser's relaxation gives
+/// one for the plans of the planner's model ([`crate::plan::build::Figures::model`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct LowerBound {
     pub gpus: u32,
     /// Cost per hour, when every pool has a price.
     pub cost_per_hour: Option<f64>,
@@ -116,7 +118,7 @@ struct Weights {
 }
 
 /// The bound: GPUs and, on priced pools, cost per hour.
-pub(crate) fn valid_bound(problem: &Problem<'_>) -> ValidBound {
+pub(crate) fn valid_bound(problem: &Problem<'_>) -> LowerBound {
     let spec = problem.spec;
     let priced =
         !spec.pools.is_empty() && spec.pools.iter().all(|p| p.cost_per_gpu_hour.is_some_and(|c| c > 0.0));
@@ -136,7 +138,7 @@ pub(crate) fn valid_bound(problem: &Problem<'_>) -> ValidBound {
         let bound = (cost.max(by_gpus) * 1e6).round().max(0.0) / 1e6;
         integral_cost(bound, &prices)
     });
-    ValidBound { gpus: gpu_bound, cost_per_hour }
+    LowerBound { gpus: gpu_bound, cost_per_hour }
 }
 
 /// Amounts in cents above which [`integral_cost`] leaves a bound as it is (the table would
@@ -642,7 +644,7 @@ mod tests {
     use crate::catalog::Catalog;
     use crate::spec::Spec;
 
-    fn bound(spec: &Spec) -> ValidBound {
+    fn bound(spec: &Spec) -> LowerBound {
         let catalog = Catalog::builtin();
         valid_bound(&crate::plan::problem::build(spec, &catalog))
     }

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::migparted::{ALL_DISABLED, DEFAULT_DEVICE_PLUGIN_CONFIG};
 use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
+use crate::plan::bounds::LowerBound;
 use crate::plan::problem::{Kind, ModelCtx, Need, PoolCtx, Problem, Share};
 use crate::plan::{
     DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
@@ -18,21 +19,17 @@ use crate::spec::Keyword;
 /// Figures the quality report needs besides the assignment.
 #[derive(Clone, Debug)]
 pub(crate) struct Figures {
-    /// GPUs no plan the verifier accepts can do with.
-    pub lower_bound: u32,
-    /// GPUs no plan of the planner's model can do with.
-    pub model_lower_bound: u32,
+    /// No plan the verifier accepts beats it.
+    pub valid: LowerBound,
+    /// No plan of the planner's model beats it (the LP relaxation of GPUs, and of cost).
+    pub model: LowerBound,
     /// Whether the solver proved the plan optimal for the full program.
     pub solver_proved: bool,
+    /// GPUs of the first-fit-decreasing plan, and its $/h when every pool is priced.
     pub ffd: Option<u32>,
+    pub ffd_cost: Option<f64>,
     /// Which planner produced the assignment and how (one sentence, goes into every model's reasons).
     pub method: String,
-    /// $/h no plan the verifier accepts beats, when every pool is priced.
-    pub cost_lower_bound: Option<f64>,
-    /// $/h lower bound of the planner's model (LP relaxation of cost), when every pool is priced.
-    pub model_cost_lower_bound: Option<f64>,
-    /// $/h of the first-fit-decreasing plan, when every pool is priced.
-    pub ffd_cost: Option<f64>,
 }
 
 /// How a reason naming an alternative the planner did not take begins (`explain` shows the
@@ -100,13 +97,13 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
     let gpus_used = t.gpus_used;
     let mut quality = Quality {
         gpus_used,
-        lower_bound: fig.lower_bound,
-        model_lower_bound: fig.model_lower_bound,
+        lower_bound: fig.valid.gpus,
+        model_lower_bound: fig.model.gpus,
         one_gpu_per_replica: one_per_replica,
         first_fit_decreasing: fig.ffd,
         cost_per_hour: (t.priced && gpus_used > 0).then_some((t.cost * 1e6).round() / 1e6),
-        cost_lower_bound_per_hour: fig.cost_lower_bound,
-        model_cost_lower_bound_per_hour: fig.model_cost_lower_bound,
+        cost_lower_bound_per_hour: fig.valid.cost_per_hour,
+        model_cost_lower_bound_per_hour: fig.model.cost_per_hour,
         first_fit_decreasing_cost_per_hour: fig.ffd_cost.map(|c| (c * 1e6).round() / 1e6),
         proof: crate::plan::Proof::Unproven,
     };
@@ -204,7 +201,7 @@ fn pool_plan(
     Ok(PoolPlan {
         name: pool.name().to_owned(),
         gpu: pool.gpu.id.clone(),
-        autoscaled: pool.autoscaled,
+        autoscaled: pool.autoscaled(),
         nodes,
     })
 }

@@ -4,7 +4,7 @@
 //! In: a [`Problem`] (and the optimiser's failure). Out: [`Diagnostics`] labelled with the
 //! model's or pool's span when the spec has one. Also the simple size lower bound.
 
-use crate::diagnostics::{Diagnostic, Diagnostics, codes};
+use crate::diagnostics::{Code, Diagnostic, Diagnostics, codes};
 use crate::plan::assign;
 use crate::plan::milp::{self, Goal, MilpError};
 use crate::plan::problem::{Need, Problem, Reason};
@@ -26,50 +26,7 @@ pub(crate) fn unservable(problem: &Problem<'_>) -> Diagnostics {
             let binding = mc.rejected.iter().map(|r| r.reason).max();
             let details: Vec<&str> =
                 mc.rejected.iter().filter(|r| Some(r.reason) == binding).map(|r| r.text.as_str()).collect();
-            let (code, what, help) = match binding {
-                None => (
-                    codes::NO_ELIGIBLE_POOL,
-                    "there are no pools".to_owned(),
-                    "add a pool to `inventory.pools`".to_owned(),
-                ),
-                Some(Reason::Pool) => (
-                    codes::NO_ELIGIBLE_POOL,
-                    "no pool is allowed by its `pools` / `gpuTypes`".to_owned(),
-                    "widen `pools` or `gpuTypes`, or add a pool with an allowed GPU".to_owned(),
-                ),
-                Some(Reason::Isolation) => (
-                    codes::ISOLATION_UNSATISFIABLE,
-                    "its isolation policy rules out every device that fits".to_owned(),
-                    "relax `isolation`, or add a pool whose GPUs fit it whole".to_owned(),
-                ),
-                Some(Reason::NodeSize) => (
-                    codes::REPLICA_EXCEEDS_NODE,
-                    "a replica needs more GPUs than any node has".to_owned(),
-                    "lower `gpus`, or add a pool with more GPUs per node".to_owned(),
-                ),
-                Some(Reason::Memory) => (
-                    codes::MODEL_EXCEEDS_MEMORY,
-                    "it needs more memory than any allowed device offers".to_owned(),
-                    "add a pool of GPUs with more memory, or use `gpus` for a multi-GPU replica".to_owned(),
-                ),
-                Some(Reason::Compute) => (
-                    codes::MODEL_EXCEEDS_COMPUTE,
-                    "it needs more compute than any allowed device offers".to_owned(),
-                    "lower `compute`, or use `gpus` for a multi-GPU replica".to_owned(),
-                ),
-                Some(Reason::Measurement) => (
-                    codes::NO_ADMISSIBLE_MEASUREMENT,
-                    "no measured point is admissible on any allowed device".to_owned(),
-                    "add measurements with one process whose latency is below admissionFactor × SLO"
-                        .to_owned(),
-                ),
-                Some(Reason::Latency) => (
-                    codes::LATENCY_SLO_UNREACHABLE,
-                    "the predicted p99 latency exceeds its SLO on every device that fits".to_owned(),
-                    "raise the SLO, lower `compute` per replica (serve the load with more replicas), or add a faster GPU"
-                        .to_owned(),
-                ),
-            };
+            let (code, what, help) = unservable_because(binding);
             let mut d =
                 Diagnostic::error(code, format!("model `{name}` cannot be served: {what}")).with_help(help);
             for t in details {
@@ -95,6 +52,51 @@ pub(crate) fn unservable(problem: &Problem<'_>) -> Diagnostics {
         }
     }
     diags
+}
+
+/// Why a model that no device can serve is refused, by the reason that rules out most of its
+/// devices (`None`: there are no pools): the code, what the error says, and the hint.
+fn unservable_because(binding: Option<Reason>) -> (Code, &'static str, &'static str) {
+    let Some(reason) = binding else {
+        return (codes::NO_ELIGIBLE_POOL, "there are no pools", "add a pool to `inventory.pools`");
+    };
+    match reason {
+        Reason::Pool => (
+            codes::NO_ELIGIBLE_POOL,
+            "no pool is allowed by its `pools` / `gpuTypes`",
+            "widen `pools` or `gpuTypes`, or add a pool with an allowed GPU",
+        ),
+        Reason::Isolation => (
+            codes::ISOLATION_UNSATISFIABLE,
+            "its isolation policy rules out every device that fits",
+            "relax `isolation`, or add a pool whose GPUs fit it whole",
+        ),
+        Reason::NodeSize => (
+            codes::REPLICA_EXCEEDS_NODE,
+            "a replica needs more GPUs than any node has",
+            "lower `gpus`, or add a pool with more GPUs per node",
+        ),
+        Reason::Memory => (
+            codes::MODEL_EXCEEDS_MEMORY,
+            "it needs more memory than any allowed device offers",
+            "add a pool of GPUs with more memory, or use `gpus` for a multi-GPU replica",
+        ),
+        Reason::Compute => (
+            codes::MODEL_EXCEEDS_COMPUTE,
+            "it needs more compute than any allowed device offers",
+            "lower `compute`, or use `gpus` for a multi-GPU replica",
+        ),
+        Reason::Measurement => (
+            codes::NO_ADMISSIBLE_MEASUREMENT,
+            "no measured point is admissible on any allowed device",
+            "add measurements with one process whose latency is below admissionFactor × SLO",
+        ),
+        Reason::Latency => (
+            codes::LATENCY_SLO_UNREACHABLE,
+            "the predicted p99 latency exceeds its SLO on every device that fits",
+            "raise the SLO, lower `compute` per replica (serve the load with more replicas), or add a faster GPU",
+        ),
+    }
 }
 
 /// Explains an infeasible optimisation: re-solves with node counts relaxed and names the
@@ -143,14 +145,14 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
                     crate::spec::Nodes::Autoscaled { max, .. } => format!("at most {max} node(s)"),
                 };
                 let at_least = if confirmed { "" } else { "at least " };
-                let add = if pool.autoscaled {
-                    format!("raise the maximum of pool `{}` by {at_least}{extra} node(s) of {} × `{}`", pool.name(), pool.gpn, pool.gpu.id)
+                let add = if pool.autoscaled() {
+                    format!("raise the maximum of pool `{}` by {at_least}{extra} node(s) of {} × `{}`", pool.name(), pool.gpn(), pool.gpu.id)
                 } else {
-                    format!("add {at_least}{extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn, pool.name())
+                    format!("add {at_least}{extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn(), pool.name())
                 };
                 let mut d = Diagnostic::error(
                     codes::CAPACITY_EXCEEDED,
-                    format!("the models exceed the capacity of pool `{}` ({have} × {} GPU(s))", pool.name(), pool.gpn),
+                    format!("the models exceed the capacity of pool `{}` ({have} × {} GPU(s))", pool.name(), pool.gpn()),
                 )
                 .with_help(add)
                 .with_note(format!("models that can use this pool: {users}"));

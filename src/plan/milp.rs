@@ -600,7 +600,7 @@ impl<'p, 'a> Program<'p, 'a> {
     fn pool_rows(&mut self, pi: usize) -> Expression {
         let p = &self.problem.pools[pi];
         let v = &self.pv[pi];
-        let gpn = f64::from(p.gpn);
+        let gpn = f64::from(p.gpn());
         let mut gpus = Expression::from(0.0);
         for g in v.g.iter().copied().chain(v.w).chain(v.t.values().copied()) {
             gpus += g;
@@ -677,7 +677,7 @@ impl<'p, 'a> Program<'p, 'a> {
     fn whole_rows(&self, pi: usize, cons: &mut Vec<Constraint>) {
         let p = &self.problem.pools[pi];
         let v = &self.pv[pi];
-        let gpn = f64::from(p.gpn);
+        let gpn = f64::from(p.gpn());
         let (Some(w), Some(zw)) = (v.w, v.zw) else { return };
         let (demand, _) = self.replicas_in(pi, |k| match k {
             Kind::Whole(n) => Some(f64::from(n)),
@@ -700,7 +700,7 @@ impl<'p, 'a> Program<'p, 'a> {
         for &n in &sizes {
             let (big_ones, _) =
                 self.replicas_in(pi, |k| matches!(k, Kind::Whole(s) if s >= n).then_some(1.0));
-            cons.push(constraint!(big_ones <= f64::from(p.gpn / n) * zw));
+            cons.push(constraint!(big_ones <= f64::from(p.gpn() / n) * zw));
         }
     }
 
@@ -708,7 +708,7 @@ impl<'p, 'a> Program<'p, 'a> {
     /// within the efficiency per node (a sufficient form of "any k together": all of them
     /// together). Their GPUs are added to `gpus`.
     fn combined_ts_rows(&self, pi: usize, cons: &mut Vec<Constraint>, gpus: &mut Expression) {
-        let gpn = f64::from(self.problem.pools[pi].gpn);
+        let gpn = f64::from(self.problem.pools[pi].gpn());
         let eff = self.problem.spec.policy.time_slicing_efficiency;
         for (&k, &(t, z)) in &self.pv[pi].ts {
             let (mut slots, mut compute) = (Expression::from(0.0), Expression::from(0.0));
@@ -736,7 +736,7 @@ impl<'p, 'a> Program<'p, 'a> {
     /// their own GPUs; returns the count of those nodes.
     fn mig_ts_rows(&self, pi: usize, cons: &mut Vec<Constraint>) -> Expression {
         let p = &self.problem.pools[pi];
-        let gpn = f64::from(p.gpn);
+        let gpn = f64::from(p.gpn());
         let v = &self.pv[pi];
         let mut mig_ts_nodes = Expression::from(0.0);
         for (&(q, k), layouts) in &v.tm {
@@ -849,7 +849,7 @@ impl<'p, 'a> Program<'p, 'a> {
             return Vec::new();
         }
         let p = &self.problem.pools[pi];
-        let gpn = f64::from(p.gpn);
+        let gpn = f64::from(p.gpn());
         let mut per_q: BTreeMap<usize, Vec<Variable>> = BTreeMap::new();
         for (ci, col) in self.cols.iter().enumerate() {
             if col.spread != Spread::Gpu {

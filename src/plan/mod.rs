@@ -279,6 +279,19 @@ pub enum Proof {
 const COST_TOLERANCE: f64 = 1e-6;
 
 impl Quality {
+    /// The bound valid for every plan the verifier accepts, as the planner holds it.
+    pub(crate) fn valid_bound(&self) -> bounds::LowerBound {
+        bounds::LowerBound { gpus: self.lower_bound, cost_per_hour: self.cost_lower_bound_per_hour }
+    }
+
+    /// The bound of the planner's model, as the planner holds it.
+    pub(crate) fn model_bound(&self) -> bounds::LowerBound {
+        bounds::LowerBound {
+            gpus: self.model_lower_bound,
+            cost_per_hour: self.model_cost_lower_bound_per_hour,
+        }
+    }
+
     /// Whether the plan is judged by cost (every pool priced) rather than by GPUs.
     pub fn priced(&self) -> bool {
         self.cost_per_hour.is_some() && self.cost_lower_bound_per_hour.is_some()
@@ -365,9 +378,14 @@ impl Quality {
 }
 
 impl Plan {
+    /// Every node of the plan, pool by pool.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodePlan> {
+        self.pools.iter().flat_map(|p| &p.nodes)
+    }
+
     /// Nodes whose layout or sharing config changes and that must be drained.
     pub fn drains(&self) -> usize {
-        self.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).count()
+        self.nodes().filter(|n| n.must_drain).count()
     }
 }
 
@@ -411,14 +429,12 @@ pub fn plan_traced(
     tr!(tracer, "plan: {} GPUs, cost {:.3}", assignment.gpus_used(), assignment.cost(&problem));
     let ffd_cost = ffd_cost.or_else(|| searched.then(|| assignment.cost(&problem))).zip(problem.unit_price);
     let figures = build::Figures {
-        lower_bound: valid.gpus,
-        model_lower_bound: lower_bound,
+        valid,
+        model: bounds::LowerBound { gpus: lower_bound, cost_per_hour: cost_bound },
         solver_proved,
         ffd: ffd_gpus,
-        method: method.sentence(),
-        cost_lower_bound: valid.cost_per_hour,
-        model_cost_lower_bound: cost_bound,
         ffd_cost: ffd_cost.map(|(c, unit)| c * unit),
+        method: method.sentence(),
     };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
@@ -439,7 +455,7 @@ struct Solved {
 /// ([`strategy::without_mps`]).
 fn solve(
     problem: &problem::Problem<'_>,
-    valid: &bounds::ValidBound,
+    valid: &bounds::LowerBound,
     plain: Option<&problem::Problem<'_>>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Solved, Diagnostics> {

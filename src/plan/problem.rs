@@ -123,11 +123,10 @@ pub(crate) struct Rejection {
 pub(crate) struct PoolCtx<'a> {
     pub spec: &'a Pool,
     pub gpu: &'a GpuModel,
-    pub gpn: u32,
     pub max_nodes: u32,
     pub min_nodes: u32,
-    /// Node names: the named nodes, sorted, or `<pool>-<n>` templates up to `max_nodes`.
-    pub autoscaled: bool,
+    /// The named nodes, sorted and without repeats (empty for an autoscaled pool, whose nodes
+    /// are `<pool>-<n>` templates up to `max_nodes`).
     pub named: Vec<String>,
     /// Profiles the planner uses (no media-attribute or whole-GPU profiles), by index.
     pub profiles: Vec<ProfileInfo>,
@@ -146,6 +145,16 @@ impl PoolCtx<'_> {
         &self.spec.name
     }
 
+    /// GPUs per node.
+    pub(crate) fn gpn(&self) -> u32 {
+        self.spec.gpus_per_node
+    }
+
+    /// Whether the pool's nodes come from an autoscaler (node templates) rather than by name.
+    pub(crate) fn autoscaled(&self) -> bool {
+        matches!(self.spec.nodes, crate::spec::Nodes::Autoscaled { .. })
+    }
+
     /// Whether instances with these counts per usable profile form a valid layout: the same
     /// answer as [`layouts::from_counts`] (both come from `catalog::layout::validate`), without
     /// placing the instances again (first fit asks this for every GPU it looks at).
@@ -154,7 +163,7 @@ impl PoolCtx<'_> {
     }
 
     pub(super) fn capacity_gpus(&self) -> u64 {
-        u64::from(self.max_nodes) * u64::from(self.gpn)
+        u64::from(self.max_nodes) * u64::from(self.gpn())
     }
 
     pub(super) fn node_name(&self, i: usize) -> String {
@@ -353,10 +362,8 @@ fn pool_ctx<'a>(spec: &Spec, p: &'a Pool, gpu: &'a GpuModel, priced: bool, min_c
         homogeneous,
         spec: p,
         gpu,
-        gpn: p.gpus_per_node,
         max_nodes,
         min_nodes: min_nodes.min(max_nodes),
-        autoscaled,
         named,
         profiles,
         layouts,
@@ -665,13 +672,13 @@ fn pool_allowed(catalog: &Catalog, pool: &PoolCtx<'_>, m: &Model, out: &mut Sink
 /// ([`rules::per_gpu_mib`], as the verifier checks it).
 fn multi_gpu_option(pool: &PoolCtx<'_>, m: &Model, n: u32, gpu_mib: f64, out: &mut Sink<'_>) {
     let mem = m.memory_mib as f64;
-    if n > pool.gpn {
+    if n > pool.gpn() {
         out.reject(
             Reason::NodeSize,
             format!(
                 "a replica needs {n} GPUs on one node but nodes of pool `{}` have {}",
                 pool.name(),
-                pool.gpn
+                pool.gpn()
             ),
         );
     } else if rules::per_gpu_mib(m.memory_mib, n) as f64 > gpu_mib {

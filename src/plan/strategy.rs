@@ -16,7 +16,7 @@
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::Tracer;
 use crate::plan::assign::{self, Assignment};
-use crate::plan::bounds::ValidBound;
+use crate::plan::bounds::LowerBound;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, Pins};
 use crate::plan::problem::Problem;
 use crate::plan::rounding::{exact_totals, one_spread_profile, round_all, round_rates};
@@ -212,7 +212,7 @@ pub(crate) struct Inputs<'r> {
     /// The guide's replica choices rounded, on large programs.
     pub preferred: Option<Pins>,
     /// The bound valid for every plan.
-    pub valid: &'r ValidBound,
+    pub valid: &'r LowerBound,
 }
 
 /// The cascade: the plan, how it was found, whether the solver proved it.

@@ -475,7 +475,7 @@ fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans
     let mut worse = good.clone();
     let idle = worse.pools[0].nodes.iter_mut().flat_map(|n| n.gpus.iter_mut()).find(|d| **d == Dev::Unused);
     *idle.expect("an idle GPU") = Dev::Whole { tenant: None };
-    let valid = crate::plan::bounds::ValidBound { gpus: 0, cost_per_hour: None };
+    let valid = crate::plan::bounds::LowerBound { gpus: 0, cost_per_hour: None };
     let inputs = Inputs {
         goal: crate::plan::milp::Goal::Bound,
         guide: None,

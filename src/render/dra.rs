@@ -355,8 +355,7 @@ pub fn replace_units(spec: &Spec, plan: &Plan, model: &ModelPlan, units: Vec<Uni
     if !units.iter().any(|u| dra_pool(&u.pool)) {
         return units;
     }
-    let drain: BTreeMap<&str, bool> =
-        plan.pools.iter().flat_map(|p| &p.nodes).map(|n| (n.name.as_str(), n.must_drain)).collect();
+    let drain: BTreeMap<&str, bool> = plan.nodes().map(|n| (n.name.as_str(), n.must_drain)).collect();
     let mut out: Vec<Unit> = units.iter().filter(|u| !dra_pool(&u.pool)).cloned().collect();
     for d in self::units(spec, None, plan, model) {
         let mut unit = d.unit;
@@ -381,7 +380,7 @@ pub fn node_labels(node: &NodePlan) -> BTreeMap<String, String> {
 
 /// Whether the plan has any device on the DRA backend.
 pub fn used(plan: &Plan) -> bool {
-    plan.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus).any(|g| g.uuid.is_some())
+    plan.nodes().flat_map(|n| &n.gpus).any(|g| g.uuid.is_some())
 }
 
 /// One request of a claim: `gpu`/`mig`, numbered when a claim has several.

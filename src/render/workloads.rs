@@ -514,13 +514,8 @@ fn synced(spec: &Spec, plan: &Plan, model: &ModelPlan, units: Vec<Unit>) -> Vec<
     if moving.is_empty() {
         return units;
     }
-    let in_transition: std::collections::BTreeSet<&str> = plan
-        .pools
-        .iter()
-        .flat_map(|p| &p.nodes)
-        .filter(|n| n.transition.is_some())
-        .map(|n| n.name.as_str())
-        .collect();
+    let in_transition: std::collections::BTreeSet<&str> =
+        plan.nodes().filter(|n| n.transition.is_some()).map(|n| n.name.as_str()).collect();
     let total: u32 = model.groups.iter().map(|g| g.replicas).sum();
     let (mut out, _): (Vec<Unit>, Vec<Unit>) = units
         .into_iter()

@@ -73,7 +73,7 @@ fn decompose_with(
 ) -> Option<(Assignment, Deferred)> {
     let mut a = empty(problem, |i| {
         let p = &problem.pools[i];
-        if !p.autoscaled {
+        if !p.autoscaled() {
             p.named.len()
         } else if repair {
             p.max_nodes as usize
@@ -175,7 +175,7 @@ fn node_classes(
         }
         // Round robin over the class's nodes, so that each holds one (`spread` needs them).
         let mut gi = 0;
-        while want > 0 && first < next && gi < pool.gpn as usize {
+        while want > 0 && first < next && gi < pool.gpn() as usize {
             for node in &mut pa.nodes[first..next] {
                 if let Some(counts) = gpus.next() {
                     node.gpus[gi] =
@@ -619,9 +619,9 @@ pub(crate) fn replace_mig_spread(problem: &Problem<'_>, a: &mut Assignment) -> b
     a.replicas.retain(|_, n| *n > 0);
     // Autoscaled pools may grow again up to their maximum (trim drops what stays unused).
     for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
-        if p.autoscaled {
+        if p.autoscaled() {
             while pa.nodes.len() < p.max_nodes as usize {
-                pa.nodes.push(NodeA::new(p.gpn));
+                pa.nodes.push(NodeA::new(p.gpn()));
             }
         }
     }

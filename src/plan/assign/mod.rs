@@ -526,7 +526,7 @@ fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assi
             .pools
             .iter()
             .enumerate()
-            .map(|(i, p)| PoolA { nodes: (0..nodes_per_pool(i)).map(|_| NodeA::new(p.gpn)).collect() })
+            .map(|(i, p)| PoolA { nodes: (0..nodes_per_pool(i)).map(|_| NodeA::new(p.gpn())).collect() })
             .collect(),
         replicas: BTreeMap::new(),
         repaired: 0,
@@ -580,7 +580,7 @@ fn trim(problem: &Problem<'_>, a: &mut Assignment) {
         }
     }
     for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
-        if !p.autoscaled {
+        if !p.autoscaled() {
             continue;
         }
         while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {

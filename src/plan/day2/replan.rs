@@ -167,17 +167,15 @@ fn replan_with(
     let scratch_plan = scratch.get().as_ref().ok().cloned();
     let scratch_ref = scratch_plan.as_ref();
     let fig = Figures {
-        lower_bound: scratch_ref.map_or(0, |p| p.quality.lower_bound),
-        model_lower_bound: scratch_ref.map_or(0, |p| p.quality.model_lower_bound),
+        valid: scratch_ref.map(|p| p.quality.valid_bound()).unwrap_or_default(),
+        model: scratch_ref.map(|p| p.quality.model_bound()).unwrap_or_default(),
         // A kept plan is not what a solver proved optimal, whatever its count.
         solver_proved: false,
         // First fit is a from-scratch baseline: a kept plan is judged by the price of stability
         // (the changes section), not against it.
         ffd: None,
-        method: METHOD.to_owned(),
-        cost_lower_bound: scratch_ref.and_then(|p| p.quality.cost_lower_bound_per_hour),
-        model_cost_lower_bound: scratch_ref.and_then(|p| p.quality.model_cost_lower_bound_per_hour),
         ffd_cost: None,
+        method: METHOD.to_owned(),
     };
     let kept = match build::build(&problem, &a, &fig) {
         Ok(p) => p,
@@ -402,7 +400,7 @@ fn candidates(problem: &Problem<'_>, a: &Assignment) -> Vec<((usize, usize), f64
         }
     }
     need.into_iter()
-        .filter(|((pi, _), _)| !problem.pools[*pi].autoscaled)
+        .filter(|((pi, _), _)| !problem.pools[*pi].autoscaled())
         .map(|((pi, ni), n)| {
             let used = a.pools[pi].nodes[ni].gpus.iter().filter(|d| **d != Dev::Unused).count() as f64;
             ((pi, ni), used - n)
@@ -461,8 +459,8 @@ fn node_devs(
     plugin: Option<&BTreeMap<String, u32>>,
 ) -> Result<Vec<Dev>, String> {
     let pool = &problem.pools[pi];
-    if node.gpus.len() != pool.gpn as usize {
-        return Err(format!("it had {} GPU(s), the pool now has {} per node", node.gpus.len(), pool.gpn));
+    if node.gpus.len() != pool.gpn() as usize {
+        return Err(format!("it had {} GPU(s), the pool now has {} per node", node.gpus.len(), pool.gpn()));
     }
     let model = |name: &str| problem.models.iter().position(|m| m.name() == name);
     let mut devs = Vec::new();
@@ -564,11 +562,11 @@ fn from_previous(
     let mut displaced = Displaced::new();
     let mut a = Assignment::default();
     for (pi, pool) in problem.pools.iter().enumerate() {
-        let count = if pool.autoscaled { pool.max_nodes as usize } else { pool.named.len() };
+        let count = if pool.autoscaled() { pool.max_nodes as usize } else { pool.named.len() };
         let mut pa = PoolA { nodes: Vec::new() };
         for ni in 0..count {
             let name = pool.node_name(ni);
-            let mut node = NodeA { gpus: vec![Dev::Unused; pool.gpn as usize] };
+            let mut node = NodeA { gpus: vec![Dev::Unused; pool.gpn() as usize] };
             match prev_nodes.get(name.as_str()) {
                 None => {
                     fresh.insert((pi, ni));
@@ -839,7 +837,7 @@ fn busy_nodes(problem: &Problem<'_>, previous: &Previous) -> BTreeSet<(usize, us
     let prev = previous.nodes();
     let mut out = BTreeSet::new();
     for (pi, pool) in problem.pools.iter().enumerate() {
-        let count = if pool.autoscaled { pool.max_nodes as usize } else { pool.named.len() };
+        let count = if pool.autoscaled() { pool.max_nodes as usize } else { pool.named.len() };
         for ni in 0..count {
             let busy = prev
                 .get(pool.node_name(ni).as_str())
@@ -1250,8 +1248,8 @@ fn merge(problem: &Problem<'_>, a: &mut Assignment, sub: &Plan, chosen: &[(usize
         sub.device_plugin_configs.iter().map(|(k, v)| (k.as_str(), &v.time_slicing)).collect();
     for &(pi, ni) in chosen {
         let name = problem.pools[pi].node_name(ni);
-        let Some(node) = sub.pools.iter().flat_map(|p| &p.nodes).find(|n| n.name == name) else {
-            a.pools[pi].nodes[ni] = NodeA { gpus: vec![Dev::Unused; problem.pools[pi].gpn as usize] };
+        let Some(node) = sub.nodes().find(|n| n.name == name) else {
+            a.pools[pi].nodes[ni] = NodeA { gpus: vec![Dev::Unused; problem.pools[pi].gpn() as usize] };
             continue;
         };
         let prev = to_prev_node(node);
@@ -1290,7 +1288,7 @@ fn recount(problem: &Problem<'_>, a: &mut Assignment) {
 /// Drops trailing unused nodes of autoscaled pools, keeping the pool's minimum.
 fn trim_autoscaled(problem: &Problem<'_>, a: &mut Assignment) {
     for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
-        if !p.autoscaled {
+        if !p.autoscaled() {
             continue;
         }
         while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {
@@ -1429,8 +1427,8 @@ mod tests {
             "{} GPUs against {fs} from scratch",
             r.plan.quality.gpus_used
         );
-        assert!(r.plan.pools.iter().flat_map(|p| &p.nodes).all(|n| !n.must_drain));
-        for g in r.plan.pools.iter().flat_map(|p| &p.nodes).flat_map(|n| &n.gpus) {
+        assert!(r.plan.nodes().all(|n| !n.must_drain));
+        for g in r.plan.nodes().flat_map(|n| &n.gpus) {
             assert!(
                 !matches!(g.mode, crate::plan::GpuMode::Whole) || g.tenants.is_empty(),
                 "a small replica on a whole GPU"

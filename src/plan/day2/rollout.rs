@@ -29,7 +29,7 @@ pub fn budgets(spec: &Spec, plan: &Plan) -> BTreeMap<String, Budget> {
 /// Replicas per model per node: tenants, a multi-GPU replica counted once.
 fn counts_new(plan: &Plan) -> BTreeMap<String, BTreeMap<String, u32>> {
     let mut tenants: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
-    for n in plan.pools.iter().flat_map(|p| &p.nodes) {
+    for n in plan.nodes() {
         for g in &n.gpus {
             for t in &g.tenants {
                 *tenants.entry(t.model.clone()).or_default().entry(n.name.clone()).or_insert(0) += 1;
@@ -132,14 +132,11 @@ pub fn changes(prev: &Previous, plan: &Plan, budgets: &BTreeMap<String, Budget>,
         }
         ch.replicas_moved += moved;
     }
-    ch.nodes_repartitioned =
-        plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).map(|n| n.name.clone()).collect();
+    ch.nodes_repartitioned = plan.nodes().filter(|n| n.must_drain).map(|n| n.name.clone()).collect();
     ch.nodes_repartitioned.sort();
     let prev_nodes = prev.nodes();
     ch.nodes_configured = plan
-        .pools
-        .iter()
-        .flat_map(|p| &p.nodes)
+        .nodes()
         .filter(|n| {
             !n.must_drain
                 && node_change(
@@ -153,9 +150,7 @@ pub fn changes(prev: &Previous, plan: &Plan, budgets: &BTreeMap<String, Budget>,
         .collect();
     ch.nodes_configured.sort();
     ch.nodes_missing = plan
-        .pools
-        .iter()
-        .flat_map(|p| &p.nodes)
+        .nodes()
         .filter(|n| n.transition.as_ref().is_some_and(|t| t.phase == Phase::Missing))
         .map(|n| n.name.clone())
         .collect();

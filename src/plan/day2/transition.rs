@@ -320,13 +320,8 @@ pub fn adopt(plan: &mut Plan, spec: &Spec) {
 /// contents the previous plan gave it: the MIG manager and the device plugin read the config
 /// a node's label names at every restart.
 fn keep_carried_configs(plan: &mut Plan, previous: &Previous, report: &mut Report) {
-    let carried: Vec<Carried> = plan
-        .pools
-        .iter()
-        .flat_map(|p| &p.nodes)
-        .filter_map(|n| n.transition.as_ref())
-        .map(|t| t.carries.clone())
-        .collect();
+    let carried: Vec<Carried> =
+        plan.nodes().filter_map(|n| n.transition.as_ref()).map(|t| t.carries.clone()).collect();
     for c in carried {
         if !c.mig_config.is_empty() && !plan.mig_configs.contains_key(&c.mig_config) {
             match previous.mig_configs.get(&c.mig_config) {
