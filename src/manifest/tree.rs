@@ -26,9 +26,10 @@ pub struct Node {
     pub span: Range<usize>,
 }
 
-/// The kinds of values both formats share.
+/// The kinds of values both formats share. The children are [`Node`]s keyed by [`Key`]s in the
+/// tree; the YAML front end reads them first as its own spanned nodes (`N` and `K`).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Value {
+pub enum Value<N = Node, K = Key> {
     Null,
     Bool(bool),
     Int(i128),
@@ -36,8 +37,8 @@ pub enum Value {
     Str(String),
     /// A TOML date or time: never a valid manifest value, kept to say so.
     Datetime(String),
-    Seq(Vec<Node>),
-    Map(Vec<(Key, Node)>),
+    Seq(Vec<N>),
+    Map(Vec<(K, N)>),
 }
 
 /// A mapping key with its span.
@@ -133,15 +134,8 @@ fn syntax(file: FileId, range: Range<usize>, message: impl Into<String>, help: &
 /// A YAML node read through serde-saphyr's span-aware wrapper.
 struct YamlNode(serde_saphyr::Spanned<YamlValue>);
 
-enum YamlValue {
-    Null,
-    Bool(bool),
-    Int(i128),
-    Float(f64),
-    Str(String),
-    Seq(Vec<YamlNode>),
-    Map(Vec<(YamlNode, YamlNode)>),
-}
+/// A YAML value before its children are converted: keys are still nodes of any kind.
+type YamlValue = Value<YamlNode, YamlNode>;
 
 impl<'de> Deserialize<'de> for YamlNode {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -291,6 +285,8 @@ fn convert_yaml(text: &str, node: YamlNode) -> Node {
         YamlValue::Int(i) => Value::Int(i),
         YamlValue::Float(f) => Value::Float(f),
         YamlValue::Str(s) => Value::Str(s),
+        // The YAML visitor reads dates as strings; this arm only completes the match.
+        YamlValue::Datetime(s) => Value::Datetime(s),
         YamlValue::Seq(items) => Value::Seq(items.into_iter().map(|n| convert_yaml(text, n)).collect()),
         YamlValue::Map(entries) => Value::Map(
             entries
