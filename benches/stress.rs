@@ -8,7 +8,11 @@
 //! (issue 23: more capacity never gives a dearer plan), and a second table counts the fleets
 //! whose plan got dearer.
 //!
-//! Run: `cargo bench --bench stress -- [--seeds N] [--sizes 8,128,1024] [--fill 0.7] [--every-type] [--monotone]`
+//! With `--only KIND`, only that family runs (`--only "mixed, priced"`: the name without its
+//! size), and with `--seed N` only seed N of it: to look at one fleet, with `GPUPLAN_TRACE=1` for the
+//! planner's steps on stderr.
+//!
+//! Run: `cargo bench --bench stress -- [--seeds N] [--sizes 8,128,1024] [--fill 0.7] [--every-type] [--monotone] [--only KIND] [--seed N]`
 //! (release build, HiGHS; `--no-default-features` for the pure-Rust microlp). Nothing is
 //! asserted: the numbers go to docs/benchmarks.md.
 
@@ -40,6 +44,8 @@ fn main() {
         .collect();
     let monotone = args.iter().any(|a| a == "--monotone");
     let every_type = args.iter().any(|a| a == "--every-type");
+    let only = value("--only");
+    let one_seed: Option<u64> = value("--seed").and_then(|s| s.parse().ok());
     let generate = if every_type { fleet_of_every_type } else { fleet };
     let mut out = std::io::stdout().lock();
     let mut families: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
@@ -55,13 +61,17 @@ fn main() {
             (true, true, true),
         ] {
             let shape = Shape { gpus, priced, compute, fill, time_sliced };
-            let family = format!(
-                "{gpus} GPUs, {}{}{}",
+            let kind = format!(
+                "{}{}{}",
                 if time_sliced { "time-sliced" } else { "mixed" },
                 if priced { ", priced" } else { "" },
                 if compute { ", compute" } else { "" }
             );
-            for seed in 0..seeds {
+            if only.as_ref().is_some_and(|o| *o != kind) {
+                continue;
+            }
+            let family = format!("{gpus} GPUs, {kind}");
+            for seed in one_seed.map_or(0..seeds, |s| s..s + 1) {
                 let (spec, catalog) = generate(shape, seed);
                 let (outcome, line, used) = one(&spec, &catalog);
                 let _ = writeln!(out, "{family}, seed {seed}: {line}");
@@ -111,7 +121,10 @@ fn main() {
 /// else GPUs).
 fn one(spec: &gpuplan::spec::Spec, catalog: &gpuplan::catalog::Catalog) -> (Outcome, String, Option<f64>) {
     let t = Instant::now();
-    match plan::plan(spec, catalog) {
+    let mut stderr = std::io::stderr();
+    let trace: Option<&mut dyn Write> =
+        std::env::var_os("GPUPLAN_TRACE").is_some().then_some(&mut stderr as &mut dyn Write);
+    match plan::plan_traced(spec, catalog, trace) {
         Ok(p) => {
             let secs = t.elapsed().as_secs_f64();
             let violations = verify::check(spec, catalog, &p).len();

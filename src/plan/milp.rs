@@ -260,7 +260,7 @@ fn disaggregate(problem: &Problem<'_>, col: &Col<'_>, counts: &[u32]) -> Vec<(us
 
 /// Builds and solves the program.
 pub(crate) fn solve(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, pins, &Caps::new(), 1)
+    solve_with_work(problem, goal, pins, &Caps::new(), 1, false)
 }
 
 /// Most replicas a model may have in a pool, per (model, pool); models absent are free.
@@ -270,7 +270,7 @@ pub(crate) type Caps = BTreeMap<(usize, usize), u32>;
 /// per pool: the cascade's re-solve when counts do not lay out ([`crate::plan::strategy`]).
 /// A restriction of the program: its result proves nothing for the full one.
 pub(crate) fn solve_capped(problem: &Problem<'_>, goal: Goal, caps: &Caps) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, &Pins::new(), caps, 1)
+    solve_with_work(problem, goal, &Pins::new(), caps, 1, false)
 }
 
 /// How many times its node limit a solve with more work may explore ([`solve_harder`]).
@@ -279,19 +279,34 @@ pub(crate) const HARDER_WORK: u32 = 8;
 /// [`solve`] with [`HARDER_WORK`] times the node limit: the cascade's last resort when the
 /// solver stopped without a feasible solution (a count, not a clock: the same on any machine).
 pub(crate) fn solve_harder(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, pins, &Caps::new(), HARDER_WORK)
+    solve_with_work(problem, goal, pins, &Caps::new(), HARDER_WORK, false)
 }
 
-/// [`solve`] with `caps` and `work` times the solver's node limit.
+/// [`solve`] with the rows for `spread: gpu` models on several MIG profiles of a pool
+/// ([`Program::mixed_profile_rows`]; the bounds' relaxations always have them): the cascade's
+/// re-solve when the counts of the plain program did not lay out. A program with more
+/// necessary conditions: its optimum is still at most any valid plan's cost.
+pub(crate) fn solve_with_profile_rows(
+    problem: &Problem<'_>,
+    goal: Goal,
+    pins: &Pins,
+) -> Result<MilpResult, MilpError> {
+    solve_with_work(problem, goal, pins, &Caps::new(), 1, true)
+}
+
+/// [`solve`] with `caps`, `work` times the solver's node limit, and the rows for `spread: gpu`
+/// models on several profiles when `profile_rows` (or when the goal is a bound).
 fn solve_with_work(
     problem: &Problem<'_>,
     goal: Goal,
     pins: &Pins,
     caps: &Caps,
     work: u32,
+    profile_rows: bool,
 ) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, goal);
     prog.work = work;
+    prog.profile_rows = profile_rows || matches!(goal, Goal::Bound | Goal::CostBound { .. });
     prog.replica_vars();
     prog.pool_vars();
     prog.pin(pins);
@@ -341,6 +356,8 @@ struct Program<'p, 'a> {
     weights: Weights,
     /// Multiple of the solver's node limit (1 but for [`solve_harder`]).
     work: u32,
+    /// Whether [`Program::mixed_profile_rows`] are written.
+    profile_rows: bool,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -389,6 +406,7 @@ impl<'p, 'a> Program<'p, 'a> {
             pv: Vec::new(),
             weights: Weights { stability, node, tie },
             work: 1,
+            profile_rows: false,
         }
     }
 
@@ -760,6 +778,8 @@ impl<'p, 'a> Program<'p, 'a> {
     /// Spread (necessary conditions) of the single-model columns in pool `pi`.
     fn spread_rows(&mut self, pi: usize) {
         let mut cons: Vec<Constraint> = self.mig_spread_gpu_rows(pi);
+        // Per `spread: gpu` model, its MIG options here, for the rows of several profiles.
+        let mut pending: Vec<Vec<(usize, Variable)>> = Vec::new();
         let v = &self.pv[pi];
         let p = &self.problem.pools[pi];
         for (mi, mc) in self.cols.iter().enumerate() {
@@ -813,9 +833,88 @@ impl<'p, 'a> Program<'p, 'a> {
                 }
                 cons.push(constraint!(mig <= mig_gpus));
                 cons.extend(distinct_gpu_cuts(&p.layouts, &v.g, &mig_opts, !self.large));
+                if !by_node {
+                    pending.push(mig_opts);
+                }
             }
         }
+        for mig_opts in pending {
+            cons.extend(self.mixed_profile_rows(pi, &mig_opts));
+        }
         self.cons.extend(cons);
+    }
+
+    /// `spread: gpu` on MIG for one model whose replicas in pool `pi` may use several profiles
+    /// (`opts`: its (profile, replicas) there): two of its replicas on one node may share a GPU
+    /// when some GPU of the node holds an instance of each one's profile, so a node that hosts
+    /// it on two or more profiles of a set S holds no GPU whose layout has every profile of S.
+    /// With `x_q` the nodes where it has a replica on `q` (at most `gpn` replicas each, one per
+    /// GPU) and `B_S` the GPUs whose layout has all of S: `Σ_S x_q ≤ u + (|S| − 1)·(u − B_S/gpn)`
+    /// (a node hosts one profile of S, or several on a node without such a GPU, of which there
+    /// are at most `u − B_S/gpn`). Necessary only, like the rows of one profile: they keep the
+    /// optimiser from giving such a model instances of two or three profiles on GPUs that hold
+    /// one of each on every node (issue 23: "mixed" seed 1 at 100 GPUs of six types, 21
+    /// replicas that found no place). Every set of two or more profiles up to
+    /// [`MIXED_MAX_PROFILES`], else pairs and the whole set. With microlp only on small
+    /// problems, as the rows of one profile. Written in the bounds' relaxations always, in the
+    /// integer program only for [`solve_with_profile_rows`] (the cascade's re-solve when the
+    /// plain program's counts did not lay out: on the 128-GPU stress fleet "mixed", seed 0,
+    /// the counts of the program with them laid out worse, 93 GPUs against 90).
+    fn mixed_profile_rows(&mut self, pi: usize, opts: &[(usize, Variable)]) -> Vec<Constraint> {
+        let mut profiles: Vec<usize> = opts.iter().map(|&(q, _)| q).collect();
+        profiles.sort_unstable();
+        profiles.dedup();
+        if !self.profile_rows || profiles.len() < 2 || !(cfg!(feature = "highs") || self.problem.small) {
+            return Vec::new();
+        }
+        let p = &self.problem.pools[pi];
+        let gpn = f64::from(p.gpn());
+        let u = self.pv[pi].u;
+        let mut cons = Vec::new();
+        let mut x: Vec<Variable> = Vec::new();
+        for &q in &profiles {
+            let d = self.int(variable().min(0).max(f64::from(p.max_nodes)));
+            let xq = self.vars.add(d);
+            let mut ys = Expression::from(0.0);
+            for &(_, y) in opts.iter().filter(|o| o.0 == q) {
+                ys += y;
+            }
+            cons.push(constraint!(ys <= gpn * xq));
+            cons.push(constraint!(xq <= u));
+            x.push(xq);
+        }
+        let n = profiles.len();
+        let sets: Vec<u32> = if n <= MIXED_MAX_PROFILES {
+            (1..(1u32 << n)).filter(|s| s.count_ones() >= 2).collect()
+        } else {
+            let mut s: Vec<u32> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (1u32 << i) | (1 << j))).collect();
+            s.push(u32::MAX >> (32 - n.min(32)));
+            s
+        };
+        for set in sets {
+            let in_set = |i: usize| i < 32 && set & (1 << i) != 0;
+            let mut holders = Expression::from(0.0);
+            let mut any = false;
+            for (l, &g) in p.layouts.iter().zip(&self.pv[pi].g) {
+                let all = (0..n).filter(|&i| in_set(i)).all(|i| l.counts.get(profiles[i]).is_some_and(|&c| c > 0));
+                if all {
+                    holders += g;
+                    any = true;
+                }
+            }
+            if !any {
+                continue;
+            }
+            let size = f64::from(set.count_ones());
+            let mut lhs = Expression::from(0.0);
+            for (i, &xq) in x.iter().enumerate() {
+                if in_set(i) {
+                    lhs += xq;
+                }
+            }
+            cons.push(constraint!(gpn * lhs <= gpn * size * u - (size - 1.0) * holders));
+        }
+        cons
     }
 
     /// `spread: node` on exclusive MIG instances of pool `pi` (`mig`: the model's replicas
@@ -1084,6 +1183,10 @@ fn spread_group_cuts(
     }
     cons
 }
+
+/// Profiles of one model's MIG options in a pool up to which [`Program::mixed_profile_rows`]
+/// writes a row for every set of two or more of them (above, pairs and the whole set).
+const MIXED_MAX_PROFILES: usize = 4;
 
 /// Profiles of one model's MIG options above which [`distinct_gpu_cuts`] keeps only single
 /// profiles (2^n subsets would make the program too large). Large programs keep only single

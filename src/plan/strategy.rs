@@ -498,8 +498,9 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
 
 /// Step: `spread: gpu` on MIG — the optimiser may give such a model instances of two profiles
 /// that share GPUs, which no node can hold both of (its conditions are necessary only). When
-/// the lay-out lost against the counts, the program is solved again with each such model's MIG
-/// replicas of a pool on one profile, and that plan is kept when it lays out cheaper.
+/// the lay-out lost against the counts, the program is solved again with the rows for such
+/// models on several profiles ([`milp::solve_with_profile_rows`]), and again with each such
+/// model's MIG replicas of a pool on one profile; a plan is kept when it lays out cheaper.
 fn lay_out_one_profile(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
@@ -511,6 +512,16 @@ fn lay_out_one_profile(
     if !problem.mig_spread_models || inputs.large || !lost {
         return decomposed;
     }
+    let rows = milp::solve_with_profile_rows(problem, inputs.goal, &Pins::new());
+    tr!(
+        tracer,
+        "MILP with the rows of spread: gpu models on several profiles: {:?}",
+        rows.as_ref().map(|a| format!("cost {:.3}", a.cost))
+    );
+    let decomposed = match rows {
+        Ok(alt) => keep_cheaper(problem, decomposed, lay_out(problem, &alt)),
+        Err(_) => decomposed,
+    };
     let Some(pins) = one_spread_profile(problem, &r.replicas) else { return decomposed };
     let alt = milp::solve(problem, inputs.goal, &pins);
     tr!(

@@ -344,6 +344,36 @@ fn the_optimisers_counts_for_spread_gpu_replicas_on_one_profile_lay_out() {
     );
 }
 
+/// The MILP's condition for a `spread: gpu` model on several MIG profiles of a pool (issue 23):
+/// on one node of two A100s, with one replica of `s` pinned to `1g.10gb` and one to `2g.20gb`,
+/// no GPU of the node may hold both profiles (the device plugin could give both replicas
+/// instances of that GPU). Without these rows (the plain program, [`crate::plan::milp::solve`])
+/// the counts put both profiles on both GPUs (one layout for the two is the objective's
+/// tie-break), which no placement can lay out under the rule.
+#[test]
+fn the_optimisers_counts_for_a_spread_gpu_model_on_two_profiles_lay_out() {
+    use crate::plan::problem::Kind;
+    let mut s = crate::bench::model("s", 9 * 1024, 0.1, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned()]);
+    let spec = crate::bench::spec("t", vec![pool], vec![s]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let q = |name: &str| problem.pools[0].profiles.iter().position(|p| p.name == name).expect(name);
+    let pins = [((0, 0, Kind::Mig(q("1g.10gb"))), 1), ((0, 0, Kind::Mig(q("2g.20gb"))), 1)].into_iter().collect();
+    let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
+    let r = crate::plan::milp::solve_with_profile_rows(&problem, goal, &pins).expect("solves");
+    let both = problem.pools[0]
+        .layouts
+        .iter()
+        .zip(&r.counts[0].layouts)
+        .filter(|&(l, &g)| g > 0 && l.counts[q("1g.10gb")] > 0 && l.counts[q("2g.20gb")] > 0)
+        .count();
+    assert_eq!(both, 0, "a layout with both profiles: {:?}", r.counts);
+    let a = crate::plan::assign::decompose(&problem, &r.counts, &r.replicas, false);
+    assert!(a.is_some_and(|a| a.gpus_used() == 2), "the counts do not lay out: {:?}", r.counts);
+}
+
 #[test]
 fn spread_gpu_replicas_on_one_node_plan_on_two_gpus() {
     let spec = docs_example();
