@@ -432,8 +432,7 @@ pub fn plan_traced(
         valid,
         model: bounds::LowerBound { gpus: lower_bound, cost_per_hour: cost_bound },
         solver_proved,
-        ffd: ffd_gpus,
-        ffd_cost: ffd_cost.map(|(c, unit)| c * unit),
+        ffd: ffd_gpus.map(|gpus| build::FirstFit { gpus, cost_per_hour: ffd_cost.map(|(c, unit)| c * unit) }),
         method: method.sentence(),
     };
     build::build(&problem, &assignment, &figures)

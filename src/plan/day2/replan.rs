@@ -174,7 +174,6 @@ fn replan_with(
         // First fit is a from-scratch baseline: a kept plan is judged by the price of stability
         // (the changes section), not against it.
         ffd: None,
-        ffd_cost: None,
         method: METHOD.to_owned(),
     };
     let kept = match build::build(&problem, &a, &fig) {
