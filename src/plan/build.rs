@@ -11,8 +11,8 @@ use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
 use crate::plan::bounds::LowerBound;
 use crate::plan::problem::{Kind, ModelCtx, Need, PoolCtx, Problem, Share};
 use crate::plan::{
-    DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
-    Quality, ReplicaGroup, Tenant,
+    CostFigures, DevicePluginConfig, GpuFigures, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan,
+    NodePlan, Plan, PoolPlan, Quality, ReplicaGroup, Tenant,
 };
 use crate::spec::Keyword;
 
@@ -103,18 +103,19 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
     // is a bug the verifier reports.
     let gpus_used = t.gpus_used;
     let mut quality = Quality {
-        gpus_used,
-        lower_bound: fig.valid.gpus,
-        model_lower_bound: fig.model.gpus,
-        one_gpu_per_replica: one_per_replica,
-        first_fit_decreasing: fig.ffd.map(|f| f.gpus),
-        cost_per_hour: (t.priced && gpus_used > 0).then_some((t.cost * 1e6).round() / 1e6),
-        cost_lower_bound_per_hour: fig.valid.cost_per_hour,
-        model_cost_lower_bound_per_hour: fig.model.cost_per_hour,
-        first_fit_decreasing_cost_per_hour: fig
-            .ffd
-            .and_then(|f| f.cost_per_hour)
-            .map(|c| (c * 1e6).round() / 1e6),
+        gpus: GpuFigures {
+            used: gpus_used,
+            lower_bound: fig.valid.gpus,
+            model_lower_bound: fig.model.gpus,
+            one_per_replica,
+            first_fit_decreasing: fig.ffd.map(|f| f.gpus),
+        },
+        cost: CostFigures {
+            used: (t.priced && gpus_used > 0).then_some((t.cost * 1e6).round() / 1e6),
+            lower_bound: fig.valid.cost_per_hour,
+            model_lower_bound: fig.model.cost_per_hour,
+            first_fit_decreasing: fig.ffd.and_then(|f| f.cost_per_hour).map(|c| (c * 1e6).round() / 1e6),
+        },
         proof: crate::plan::Proof::Unproven,
     };
     quality.proof = quality.judge(fig.solver_proved);
