@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         row.median_ms = median_ms;
         row.gpuplan = match result {
             Some(Ok(plan)) => {
-                bounds.push(plan.quality.lower_bound);
+                bounds.push(plan.quality.gpus.lower_bound);
                 let violations = check(&spec, &catalog, &plan);
                 for violation in &violations {
                     eprintln!("{}: verification: {violation}", scenario.name);

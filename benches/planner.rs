@@ -139,16 +139,16 @@ fn child(s: &Scenario) -> ExitCode {
         Some(Ok(plan)) => {
             let violations = verify::check(&spec, &catalog, &plan);
             value["quality"] = json!({
-                "gpus_used": plan.quality.gpus_used,
-                "lower_bound": plan.quality.lower_bound,
-                "model_lower_bound": plan.quality.model_lower_bound,
-                "model_cost_lower_bound": plan.quality.model_cost_lower_bound_per_hour,
+                "gpus_used": plan.quality.gpus.used,
+                "lower_bound": plan.quality.gpus.lower_bound,
+                "model_lower_bound": plan.quality.gpus.model_lower_bound,
+                "model_cost_lower_bound": plan.quality.cost.model_lower_bound,
                 "proof": plan.quality.proof,
-                "ffd": plan.quality.first_fit_decreasing,
-                "one_to_one": plan.quality.one_gpu_per_replica,
-                "cost": plan.quality.cost_per_hour,
-                "cost_lower_bound": plan.quality.cost_lower_bound_per_hour,
-                "ffd_cost": plan.quality.first_fit_decreasing_cost_per_hour,
+                "ffd": plan.quality.gpus.first_fit_decreasing,
+                "one_to_one": plan.quality.gpus.one_per_replica,
+                "cost": plan.quality.cost.used,
+                "cost_lower_bound": plan.quality.cost.lower_bound,
+                "ffd_cost": plan.quality.cost.first_fit_decreasing,
             });
             value["violations"] = json!(violations.len());
             value["first_violation"] = json!(violations.first().map(ToString::to_string));

@@ -258,12 +258,12 @@ fn main() -> ExitCode {
             let drained = r.plan.pools.iter().flat_map(|p| &p.nodes).filter(|n| n.must_drain).count();
             nodes.push(drained as f64);
             moved.push(f64::from(ch.replicas_moved));
-            let above = f64::from(r.plan.quality.gpus_used) - f64::from(scratch.quality.gpus_used);
+            let above = f64::from(r.plan.quality.gpus.used) - f64::from(scratch.quality.gpus.used);
             gpus.push(above);
             if what.contains(" removed") && what.starts_with("pool ") {
                 after_removal.push(above);
             }
-            if let (Some(a), Some(b)) = (r.plan.quality.cost_per_hour, scratch.quality.cost_per_hour) {
+            if let (Some(a), Some(b)) = (r.plan.quality.cost.used, scratch.quality.cost.used) {
                 cost.push(a - b);
             }
             ratio.push(t_replan.as_secs_f64() / t_scratch.as_secs_f64().max(1e-6));
@@ -274,12 +274,12 @@ fn main() -> ExitCode {
                     "{} #{done}: {what}: {drained} node(s) re-partitioned, {} moved, {} vs {} GPUs, {:?} vs {:?}, {:?} vs {:?} per hour",
                     case.name,
                     ch.replicas_moved,
-                    r.plan.quality.gpus_used,
-                    scratch.quality.gpus_used,
+                    r.plan.quality.gpus.used,
+                    scratch.quality.gpus.used,
                     t_replan,
                     t_scratch,
-                    r.plan.quality.cost_per_hour,
-                    scratch.quality.cost_per_hour
+                    r.plan.quality.cost.used,
+                    scratch.quality.cost.used
                 );
             }
             if cli {

@@ -131,19 +131,19 @@ fn one(spec: &gpuplan::spec::Spec, catalog: &gpuplan::catalog::Catalog) -> (Outc
             let q = &p.quality;
             let cheapest =
                 spec.pools.iter().filter_map(|p| p.cost_per_gpu_hour).fold(f64::INFINITY, f64::min);
-            let (used, model, valid, step) = match (q.cost_per_hour, q.cost_lower_bound_per_hour) {
-                (Some(c), Some(v)) => (c, q.model_cost_lower_bound_per_hour.unwrap_or(v).max(v), v, cheapest),
+            let (used, model, valid, step) = match (q.cost.used, q.cost.lower_bound) {
+                (Some(c), Some(v)) => (c, q.cost.model_lower_bound.unwrap_or(v).max(v), v, cheapest),
                 _ => (
-                    f64::from(q.gpus_used),
-                    f64::from(q.model_lower_bound.max(q.lower_bound)),
-                    f64::from(q.lower_bound),
+                    f64::from(q.gpus.used),
+                    f64::from(q.gpus.model_lower_bound.max(q.gpus.lower_bound)),
+                    f64::from(q.gpus.lower_bound),
                     1.0,
                 ),
             };
             let target = step.max(0.02 * model);
             let line = format!(
                 "{used:.2} (model bound {model:.2}, valid bound {valid:.2}, {:?}, {} GPUs) {secs:.2} s, {violations} violation(s)",
-                q.proof, q.gpus_used
+                q.proof, q.gpus.used
             );
             (Ok((used - model, used - valid, target)), line, Some(used))
         }

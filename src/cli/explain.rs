@@ -112,17 +112,17 @@ fn plan_header(plan: &crate::plan::Plan) -> String {
     text.push_str(&format!(
         "plan `{}`: {} GPU(s) used; lower bound {} (valid for every plan), {} (the planner's model); first-fit-decreasing {}; one GPU per replica {}\n",
         plan.name,
-        q.gpus_used,
-        q.lower_bound,
-        q.model_lower_bound,
-        q.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
-        q.one_gpu_per_replica
+        q.gpus.used,
+        q.gpus.lower_bound,
+        q.gpus.model_lower_bound,
+        q.gpus.first_fit_decreasing.map_or_else(|| "found no plan".to_owned(), |f| f.to_string()),
+        q.gpus.one_per_replica
     ));
-    if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour) {
+    if let (Some(cost), Some(bound)) = (q.cost.used, q.cost.lower_bound) {
         text.push_str(&format!(
             "  cost ${cost:.2}/h (minimised); lower bound ${bound:.2}/h (valid for every plan), {} (the planner's model); first-fit-decreasing {}\n",
-            q.model_cost_lower_bound_per_hour.map_or_else(|| "none".to_owned(), |b| format!("${b:.2}/h")),
-            q.first_fit_decreasing_cost_per_hour
+            q.cost.model_lower_bound.map_or_else(|| "none".to_owned(), |b| format!("${b:.2}/h")),
+            q.cost.first_fit_decreasing
                 .map_or_else(|| "found no plan".to_owned(), |f| format!("${f:.2}/h"))
         ));
     }

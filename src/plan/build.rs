@@ -11,8 +11,8 @@ use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
 use crate::plan::bounds::LowerBound;
 use crate::plan::problem::{Kind, ModelCtx, Need, PoolCtx, Problem, Share};
 use crate::plan::{
-    DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
-    Quality, ReplicaGroup, Tenant,
+    CostFigures, DevicePluginConfig, GpuFigures, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan,
+    NodePlan, Plan, PoolPlan, Quality, ReplicaGroup, Tenant,
 };
 use crate::spec::Keyword;
 
@@ -25,11 +25,18 @@ pub(crate) struct Figures {
     pub model: LowerBound,
     /// Whether the solver proved the plan optimal for the full program.
     pub solver_proved: bool,
-    /// GPUs of the first-fit-decreasing plan, and its $/h when every pool is priced.
-    pub ffd: Option<u32>,
-    pub ffd_cost: Option<f64>,
+    /// The first-fit-decreasing plan, when there is one.
+    pub ffd: Option<FirstFit>,
     /// Which planner produced the assignment and how (one sentence, goes into every model's reasons).
     pub method: String,
+}
+
+/// The size of the first-fit-decreasing plan, the baseline the quality report compares with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FirstFit {
+    pub gpus: u32,
+    /// Its cost per hour, when every pool is priced.
+    pub cost_per_hour: Option<f64>,
 }
 
 /// How a reason naming an alternative the planner did not take begins (`explain` shows the
@@ -96,15 +103,19 @@ pub(crate) fn build(problem: &Problem<'_>, a: &Assignment, fig: &Figures) -> Res
     // is a bug the verifier reports.
     let gpus_used = t.gpus_used;
     let mut quality = Quality {
-        gpus_used,
-        lower_bound: fig.valid.gpus,
-        model_lower_bound: fig.model.gpus,
-        one_gpu_per_replica: one_per_replica,
-        first_fit_decreasing: fig.ffd,
-        cost_per_hour: (t.priced && gpus_used > 0).then_some((t.cost * 1e6).round() / 1e6),
-        cost_lower_bound_per_hour: fig.valid.cost_per_hour,
-        model_cost_lower_bound_per_hour: fig.model.cost_per_hour,
-        first_fit_decreasing_cost_per_hour: fig.ffd_cost.map(|c| (c * 1e6).round() / 1e6),
+        gpus: GpuFigures {
+            used: gpus_used,
+            lower_bound: fig.valid.gpus,
+            model_lower_bound: fig.model.gpus,
+            one_per_replica,
+            first_fit_decreasing: fig.ffd.map(|f| f.gpus),
+        },
+        cost: CostFigures {
+            used: (t.priced && gpus_used > 0).then_some((t.cost * 1e6).round() / 1e6),
+            lower_bound: fig.valid.cost_per_hour,
+            model_lower_bound: fig.model.cost_per_hour,
+            first_fit_decreasing: fig.ffd.and_then(|f| f.cost_per_hour).map(|c| (c * 1e6).round() / 1e6),
+        },
         proof: crate::plan::Proof::Unproven,
     };
     quality.proof = quality.judge(fig.solver_proved);

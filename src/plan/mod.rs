@@ -237,29 +237,54 @@ fn one_process(n: &u32) -> bool {
 /// `modelCostLowerBoundPerHour` only for the plans of the planner's own model (which leaves
 /// some valid plans out), so they may be higher. Neither is clamped to the plan.
 #[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Quality {
-    pub gpus_used: u32,
+    /// The figures in GPUs.
+    #[serde(flatten)]
+    pub gpus: GpuFigures,
+    /// The figures in cost per hour, each when every pool it needs has a price.
+    #[serde(flatten)]
+    pub cost: CostFigures,
+    /// What is proven about the plan's GPU count (its cost, on priced pools).
+    pub proof: Proof,
+}
+
+/// A plan's quality in GPUs (`gpusUsed`, `lowerBound`, `modelLowerBound`, `oneGpuPerReplica`,
+/// `firstFitDecreasing` in `plan.json`).
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuFigures {
+    /// GPUs the plan uses.
+    #[serde(rename = "gpusUsed")]
+    pub used: u32,
     /// No plan that gpuplan's verifier accepts uses fewer GPUs than this.
     pub lower_bound: u32,
     /// No plan of the planner's model uses fewer GPUs (the LP relaxation of its program and
     /// its options' sizes); plans outside the model may.
     pub model_lower_bound: u32,
     /// GPUs if every replica had its own whole GPU(s).
-    pub one_gpu_per_replica: u32,
+    #[serde(rename = "oneGpuPerReplica")]
+    pub one_per_replica: u32,
     /// GPUs first-fit-decreasing needs, if it finds a plan.
     pub first_fit_decreasing: Option<u32>,
+}
+
+/// A plan's quality in cost per hour (`costPerHour`, `costLowerBoundPerHour`,
+/// `modelCostLowerBoundPerHour`, `firstFitDecreasingCostPerHour` in `plan.json`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CostFigures {
     /// Cost per hour of the GPUs used, when every used pool has a price.
-    pub cost_per_hour: Option<f64>,
+    #[serde(rename = "costPerHour")]
+    pub used: Option<f64>,
     /// No plan the verifier accepts costs less per hour than this, when every pool has a price
     /// (then the planner minimises cost, and this is the bound to compare it with).
-    pub cost_lower_bound_per_hour: Option<f64>,
+    #[serde(rename = "costLowerBoundPerHour")]
+    pub lower_bound: Option<f64>,
     /// No plan of the planner's model costs less per hour (the LP relaxation of cost).
-    pub model_cost_lower_bound_per_hour: Option<f64>,
+    #[serde(rename = "modelCostLowerBoundPerHour")]
+    pub model_lower_bound: Option<f64>,
     /// Cost per hour of the first-fit-decreasing plan, when every pool has a price.
-    pub first_fit_decreasing_cost_per_hour: Option<f64>,
-    /// What is proven about the plan's GPU count (its cost, on priced pools).
-    pub proof: Proof,
+    #[serde(rename = "firstFitDecreasingCostPerHour")]
+    pub first_fit_decreasing: Option<f64>,
 }
 
 /// What is proven about a plan's GPU count, or its cost on priced pools.
@@ -281,28 +306,25 @@ const COST_TOLERANCE: f64 = 1e-6;
 impl Quality {
     /// The bound valid for every plan the verifier accepts, as the planner holds it.
     pub(crate) fn valid_bound(&self) -> bounds::LowerBound {
-        bounds::LowerBound { gpus: self.lower_bound, cost_per_hour: self.cost_lower_bound_per_hour }
+        bounds::LowerBound { gpus: self.gpus.lower_bound, cost_per_hour: self.cost.lower_bound }
     }
 
     /// The bound of the planner's model, as the planner holds it.
     pub(crate) fn model_bound(&self) -> bounds::LowerBound {
-        bounds::LowerBound {
-            gpus: self.model_lower_bound,
-            cost_per_hour: self.model_cost_lower_bound_per_hour,
-        }
+        bounds::LowerBound { gpus: self.gpus.model_lower_bound, cost_per_hour: self.cost.model_lower_bound }
     }
 
     /// Whether the plan is judged by cost (every pool priced) rather than by GPUs.
     pub fn priced(&self) -> bool {
-        self.cost_per_hour.is_some() && self.cost_lower_bound_per_hour.is_some()
+        self.cost.used.is_some() && self.cost.lower_bound.is_some()
     }
 
     /// One sentence saying how good the plan is and what is proven, the same wherever it is
     /// shown (`PLAN.md`, `explain`, the `compile` summary).
     pub fn verdict(&self) -> String {
         let money = |x: f64| format!("${x:.2}/h");
-        if let (Some(cost), Some(valid)) = (self.cost_per_hour, self.cost_lower_bound_per_hour) {
-            let model = self.model_cost_lower_bound_per_hour.unwrap_or(valid).max(valid);
+        if let (Some(cost), Some(valid)) = (self.cost.used, self.cost.lower_bound) {
+            let model = self.cost.model_lower_bound.unwrap_or(valid).max(valid);
             let over_valid = (cost - valid).max(0.0);
             let over_model = (cost - model).max(0.0);
             return match self.proof {
@@ -321,18 +343,18 @@ impl Quality {
                 ),
             };
         }
-        let model = self.model_lower_bound.max(self.lower_bound);
-        let over_valid = self.gpus_used.saturating_sub(self.lower_bound);
-        let over_model = self.gpus_used.saturating_sub(model);
+        let model = self.gpus.model_lower_bound.max(self.gpus.lower_bound);
+        let over_valid = self.gpus.used.saturating_sub(self.gpus.lower_bound);
+        let over_model = self.gpus.used.saturating_sub(model);
         match self.proof {
-            Proof::Optimal => format!("optimal: no plan uses fewer than {} GPU(s)", self.lower_bound),
+            Proof::Optimal => format!("optimal: no plan uses fewer than {} GPU(s)", self.gpus.lower_bound),
             Proof::ModelOptimal => format!(
                 "optimal among the planner's plans; {over_valid} GPU(s) above the bound valid for every plan ({})",
-                self.lower_bound
+                self.gpus.lower_bound
             ),
             Proof::Unproven => format!(
                 "not proven optimal: within {over_model} GPU(s) of the planner's bound ({model}) and {over_valid} of the bound valid for every plan ({})",
-                self.lower_bound
+                self.gpus.lower_bound
             ),
         }
     }
@@ -341,24 +363,24 @@ impl Quality {
     /// one-GPU-per-replica baseline, and the verdict; `drains` is the number of nodes to
     /// re-partition.
     pub fn summary(&self, drains: usize) -> String {
-        let cost = self.cost_per_hour.map_or_else(String::new, |c| format!(" (${c:.2}/h)"));
-        let bound = match self.cost_lower_bound_per_hour {
-            Some(b) if self.priced() => format!("{} GPU(s), ${b:.2}/h", self.lower_bound),
-            _ => format!("{} GPU(s)", self.lower_bound),
+        let cost = self.cost.used.map_or_else(String::new, |c| format!(" (${c:.2}/h)"));
+        let bound = match self.cost.lower_bound {
+            Some(b) if self.priced() => format!("{} GPU(s), ${b:.2}/h", self.gpus.lower_bound),
+            _ => format!("{} GPU(s)", self.gpus.lower_bound),
         };
         format!(
             "plan: {} GPU(s) used{cost}; lower bound {bound}; one GPU per replica: {}; {drains} node(s) to re-partition; {}",
-            self.gpus_used,
-            self.one_gpu_per_replica,
+            self.gpus.used,
+            self.gpus.one_per_replica,
             self.verdict()
         )
     }
 
     /// What is proven, from the figures and whether a solver proved the full program optimal.
     pub(crate) fn judge(&self, solver_proved: bool) -> Proof {
-        if let (Some(cost), Some(valid)) = (self.cost_per_hour, self.cost_lower_bound_per_hour) {
+        if let (Some(cost), Some(valid)) = (self.cost.used, self.cost.lower_bound) {
             let tol = COST_TOLERANCE * cost.abs().max(1.0);
-            let model = self.model_cost_lower_bound_per_hour.unwrap_or(valid);
+            let model = self.cost.model_lower_bound.unwrap_or(valid);
             return if cost <= valid + tol {
                 Proof::Optimal
             } else if solver_proved || cost <= model + tol {
@@ -367,9 +389,9 @@ impl Quality {
                 Proof::Unproven
             };
         }
-        if self.gpus_used <= self.lower_bound {
+        if self.gpus.used <= self.gpus.lower_bound {
             Proof::Optimal
-        } else if solver_proved || self.gpus_used <= self.model_lower_bound {
+        } else if solver_proved || self.gpus.used <= self.gpus.model_lower_bound {
             Proof::ModelOptimal
         } else {
             Proof::Unproven
@@ -432,8 +454,7 @@ pub fn plan_traced(
         valid,
         model: bounds::LowerBound { gpus: lower_bound, cost_per_hour: cost_bound },
         solver_proved,
-        ffd: ffd_gpus,
-        ffd_cost: ffd_cost.map(|(c, unit)| c * unit),
+        ffd: ffd_gpus.map(|gpus| build::FirstFit { gpus, cost_per_hour: ffd_cost.map(|(c, unit)| c * unit) }),
         method: method.sentence(),
     };
     build::build(&problem, &assignment, &figures)

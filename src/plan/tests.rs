@@ -225,11 +225,11 @@ proptest::proptest! {
                 let q = &plan.quality;
                 let violations = crate::verify::check(&spec, &catalog, &plan);
                 prop_assert!(violations.is_empty(), "{violations:?}\n{:?}", plan.pools);
-                prop_assert!(optimum.is_some_and(|o| q.lower_bound <= o), "bound {} above the optimum {optimum:?}", q.lower_bound);
+                prop_assert!(optimum.is_some_and(|o| q.gpus.lower_bound <= o), "bound {} above the optimum {optimum:?}", q.gpus.lower_bound);
                 if q.proof == crate::plan::Proof::Optimal {
-                    prop_assert_eq!(Some(q.gpus_used), optimum, "called optimal above the optimum");
+                    prop_assert_eq!(Some(q.gpus.used), optimum, "called optimal above the optimum");
                 }
-                prop_assert_eq!(Some(q.gpus_used), optimum, "planner vs brute force: {:?}", plan.pools);
+                prop_assert_eq!(Some(q.gpus.used), optimum, "planner vs brute force: {:?}", plan.pools);
             }
             Err(d) => prop_assert!(optimum.is_none(), "the planner failed ({:?}) but {optimum:?} GPUs suffice", d.iter().map(|d| &d.message).collect::<Vec<_>>()),
         }
@@ -381,7 +381,7 @@ fn spread_gpu_replicas_on_one_node_plan_on_two_gpus() {
     let plan = crate::plan::plan(&spec, &catalog).expect("plans");
     let violations = crate::verify::check(&spec, &catalog, &plan);
     assert!(violations.is_empty(), "{violations:?}");
-    assert_eq!(plan.quality.gpus_used, 2, "{:?}", plan.pools);
+    assert_eq!(plan.quality.gpus.used, 2, "{:?}", plan.pools);
     let reasons: Vec<&String> = plan.models.iter().flat_map(|m| &m.reasons).collect();
     assert!(
         reasons.iter().all(|r| !r.contains("first fit placed") && !r.contains("exhaustive")),
@@ -440,7 +440,7 @@ fn a_node_more_never_gives_a_dearer_proven_plan() {
     use crate::bench::stress::{Shape, fleet};
     use crate::plan::Proof;
     use crate::spec::Nodes;
-    let objective = |p: &crate::plan::Plan| p.quality.cost_per_hour.unwrap_or(f64::from(p.quality.gpus_used));
+    let objective = |p: &crate::plan::Plan| p.quality.cost.used.unwrap_or(f64::from(p.quality.gpus.used));
     let mut compared = 0;
     for seed in 0..6 {
         for (priced, compute, time_sliced) in [(true, true, false), (false, true, true), (true, true, true)] {
@@ -562,7 +562,10 @@ fn the_stress_fleet_whose_optimal_counts_lay_out_nowhere_plans() {
     let plan = crate::plan::plan(&spec, &catalog).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(crate::verify::check(&spec, &catalog, &plan).len(), 0);
     let q = &plan.quality;
-    assert!(q.lower_bound <= q.model_lower_bound && q.model_lower_bound <= q.gpus_used, "{q:?}");
+    assert!(
+        q.gpus.lower_bound <= q.gpus.model_lower_bound && q.gpus.model_lower_bound <= q.gpus.used,
+        "{q:?}"
+    );
 }
 
 /// A model's `gpuTypes` resolve through the catalog in the planner and the bounds as in the
@@ -579,5 +582,5 @@ fn a_gpu_type_alias_allows_the_pools_gpu_in_the_planner_and_the_bounds() {
     assert!(!problem.models[0].options.is_empty(), "{:?}", problem.models[0].rejected);
     let plan = crate::plan::plan(&spec, &catalog).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(crate::verify::check(&spec, &catalog, &plan).len(), 0);
-    assert!(plan.quality.lower_bound >= 1 && plan.quality.lower_bound <= plan.quality.gpus_used);
+    assert!(plan.quality.gpus.lower_bound >= 1 && plan.quality.gpus.lower_bound <= plan.quality.gpus.used);
 }

@@ -57,35 +57,35 @@ pub(crate) fn render(
 /// The summary: GPUs used against the bounds and the baselines, the cost, the verdict.
 fn summary_section(md: &mut String, q: &Quality) {
     md.push_str("## Summary\n\n| | GPUs |\n|---|---:|\n");
-    let _ = writeln!(md, "| used by this plan | {} |", q.gpus_used);
+    let _ = writeln!(md, "| used by this plan | {} |", q.gpus.used);
     let _ = writeln!(
         md,
         "| lower bound valid for every plan (no plan gpuplan accepts uses fewer) | {} |",
-        q.lower_bound
+        q.gpus.lower_bound
     );
     let _ = writeln!(
         md,
         "| lower bound of the planner's model (no plan it can produce uses fewer) | {} |",
-        q.model_lower_bound
+        q.gpus.model_lower_bound
     );
-    let _ = writeln!(md, "| one GPU per replica (baseline) | {} |", q.one_gpu_per_replica);
-    if let Some(ffd) = q.first_fit_decreasing {
+    let _ = writeln!(md, "| one GPU per replica (baseline) | {} |", q.gpus.one_per_replica);
+    if let Some(ffd) = q.gpus.first_fit_decreasing {
         let _ = writeln!(md, "| first-fit-decreasing | {ffd} |");
     }
-    let saved = i64::from(q.one_gpu_per_replica) - i64::from(q.gpus_used);
+    let saved = i64::from(q.gpus.one_per_replica) - i64::from(q.gpus.used);
     let _ = writeln!(md, "| saved against the baseline | {saved} |");
     md.push('\n');
-    match q.cost_per_hour {
+    match q.cost.used {
         Some(cost) => {
             let _ = write!(md, "Cost of the GPUs used: **${cost:.2}/h**");
-            if let Some(bound) = q.cost_lower_bound_per_hour {
+            if let Some(bound) = q.cost.lower_bound {
                 let _ = write!(md, "; no plan gpuplan accepts costs less than ${bound:.2}/h");
             }
-            if let Some(bound) = q.model_cost_lower_bound_per_hour {
+            if let Some(bound) = q.cost.model_lower_bound {
                 let _ =
                     write!(md, "; none of the planner's model less than ${bound:.2}/h (it minimises cost)");
             }
-            if let Some(ffd) = q.first_fit_decreasing_cost_per_hour {
+            if let Some(ffd) = q.cost.first_fit_decreasing {
                 let _ = write!(md, "; first-fit-decreasing: ${ffd:.2}/h");
             }
             md.push_str(".\n\n");

@@ -850,8 +850,9 @@ pub fn workload_view(
     } else {
         "probes are disabled in the manifest"
     };
-    for (i, (check, probe)) in
-        [("CKV_K8S_9", &d.pod.readiness), ("CKV_K8S_8", &d.pod.liveness)].into_iter().enumerate()
+    for (i, (check, probe)) in [("CKV_K8S_9", &d.pod.probes.readiness), ("CKV_K8S_8", &d.pod.probes.liveness)]
+        .into_iter()
+        .enumerate()
     {
         if probe.is_none() {
             annotations.insert(format!("checkov.io/skip{}", i + 1), format!("{check}={why}"));

@@ -72,9 +72,9 @@ pub struct Deployment {
 /// names (`readiness`, `security.fs_group`, …): the template's view flattens this value.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PodSettings {
-    pub readiness: Option<Probe>,
-    pub liveness: Option<Probe>,
-    pub startup: Option<Probe>,
+    /// The container's probes; the template sees them as `readiness`, `liveness`, `startup`.
+    #[serde(flatten)]
+    pub probes: Probes,
     pub image_pull_secrets: Vec<String>,
     pub service_account_name: Option<String>,
     pub model_cache: Option<ModelCache>,
@@ -85,6 +85,14 @@ pub struct PodSettings {
     pub termination_grace_period_seconds: u32,
     /// An existing PriorityClass (a prerequisite of the bundle).
     pub priority_class_name: Option<String>,
+}
+
+/// The container's readiness, liveness and startup probes (`probes` in the manifest).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Probes {
+    pub readiness: Option<Probe>,
+    pub liveness: Option<Probe>,
+    pub startup: Option<Probe>,
 }
 
 /// The pod's identity; the Deployment template sees it as it is (`security.fs_group`).
@@ -99,7 +107,7 @@ impl PodSettings {
     /// Seconds the startup probe allows before the kubelet restarts the container: the initial
     /// delay plus `periodSeconds × failureThreshold` (0 without a startup probe).
     pub fn startup_allowance_seconds(&self) -> u32 {
-        self.startup.as_ref().map_or(0, |p| {
+        self.probes.startup.as_ref().map_or(0, |p| {
             p.initial_delay_seconds.saturating_add(p.period_seconds.saturating_mul(p.failure_threshold))
         })
     }
@@ -129,9 +137,7 @@ impl Default for Deployment {
 impl Default for PodSettings {
     fn default() -> Self {
         Self {
-            readiness: None,
-            liveness: None,
-            startup: None,
+            probes: Probes::default(),
             image_pull_secrets: Vec::new(),
             service_account_name: None,
             model_cache: None,
@@ -482,7 +488,7 @@ pub fn validate(
     let explicit_memory_limit = resources(diags, &mut out, layers);
     probes(diags, &mut out, layers, ports);
     // Only on an otherwise valid manifest: an invalid port or probe is its own error.
-    if !ports.is_empty() && out.pod.readiness.is_none() && !diags.has_errors() {
+    if !ports.is_empty() && out.pod.probes.readiness.is_none() && !diags.has_errors() {
         diags.push(no_readiness_warning(image, nim));
     }
     for s in layers.pick(|d| d.image_pull_secrets.as_ref()).into_iter().flatten() {
@@ -561,9 +567,9 @@ fn probes(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>, por
     let mut merged = |kind: &str, pick: fn(&raw::Probes) -> Option<&raw::Probe>| {
         probe(diags, kind, mp.and_then(pick), dp.and_then(pick), ports, nim)
     };
-    out.pod.readiness = merged("readiness", |p| p.readiness.as_ref());
-    out.pod.liveness = merged("liveness", |p| p.liveness.as_ref());
-    out.pod.startup = merged("startup", |p| p.startup.as_ref());
+    out.pod.probes.readiness = merged("readiness", |p| p.readiness.as_ref());
+    out.pod.probes.liveness = merged("liveness", |p| p.liveness.as_ref());
+    out.pod.probes.startup = merged("startup", |p| p.startup.as_ref());
 }
 
 fn value_from(diags: &mut Diagnostics, out: &mut Deployment, layers: Layers<'_>) {
@@ -895,16 +901,16 @@ mod tests {
         assert!(diags.is_empty());
         assert_eq!(d.requests.get("cpu").map(String::as_str), Some("1"));
         assert!(d.requests.contains_key("memory") && d.limits.contains_key("memory"));
-        assert!(d.pod.readiness.is_none(), "no ports, no probe");
+        assert!(d.pod.probes.readiness.is_none(), "no ports, no probe");
     }
 
     #[test]
     fn nim_images_get_the_nim_probes_user_and_shared_memory() {
         let (d, diags) = checked(None, &http(), "nvcr.io/nim/meta/llama:1");
         assert!(diags.is_empty());
-        assert_eq!(d.pod.readiness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_READY_PATH));
-        assert_eq!(d.pod.liveness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_LIVE_PATH));
-        assert_eq!(d.pod.startup.as_ref().map(|p| p.failure_threshold), Some(180));
+        assert_eq!(d.pod.probes.readiness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_READY_PATH));
+        assert_eq!(d.pod.probes.liveness.as_ref().and_then(|p| p.path.as_deref()), Some(NIM_LIVE_PATH));
+        assert_eq!(d.pod.probes.startup.as_ref().map(|p| p.failure_threshold), Some(180));
         assert_eq!(d.pod.shared_memory.as_deref(), Some(NIM_SHARED_MEMORY));
         assert_eq!(d.pod.security.fs_group, Some(NIM_USER));
         // 30 minutes of startup probe plus 30 minutes of image pull: the NIM chart's 3600 s.
@@ -914,7 +920,11 @@ mod tests {
     #[test]
     fn other_images_get_only_declared_probes_and_a_warning_without_readiness() {
         let (d, diags) = checked(None, &http(), "ghcr.io/example/pii:3");
-        assert!(d.pod.readiness.is_none() && d.pod.liveness.is_none() && d.pod.startup.is_none());
+        assert!(
+            d.pod.probes.readiness.is_none()
+                && d.pod.probes.liveness.is_none()
+                && d.pod.probes.startup.is_none()
+        );
         assert!(d.pod.security.run_as_user.is_none());
         assert_eq!(diags.iter().map(|d| d.code).collect::<Vec<_>>(), vec![codes::NO_READINESS_PROBE]);
         let probes = raw::Probes {
@@ -924,8 +934,8 @@ mod tests {
         let block = raw::DeploymentSettings { probes: Some(probes), ..raw::DeploymentSettings::default() };
         let (d, diags) = checked(Some(&block), &http(), "ghcr.io/example/pii:3");
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(d.pod.readiness.as_ref().and_then(|p| p.path.as_deref()), Some("/ready"));
-        assert!(d.pod.liveness.is_none(), "not declared, not invented");
+        assert_eq!(d.pod.probes.readiness.as_ref().and_then(|p| p.path.as_deref()), Some("/ready"));
+        assert!(d.pod.probes.liveness.is_none(), "not declared, not invented");
         assert_eq!(d.pod.progress_deadline_seconds(), 1800);
     }
 

@@ -141,8 +141,8 @@ mod tests {
     use crate::catalog::{Catalog, GpuModel, layout};
     use crate::measurements::best_admitted;
     use crate::plan::{
-        DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
-        Quality, ReplicaGroup, Tenant,
+        CostFigures, DevicePluginConfig, GpuFigures, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan,
+        NodePlan, Plan, PoolPlan, Quality, ReplicaGroup, Tenant,
     };
     use crate::spec::{Demand, MeasuredPoint, Pool, RateDemand, Spec};
     use crate::verify::{Kind, check};
@@ -230,15 +230,19 @@ mod tests {
                 DevicePluginConfig::default(),
             )]),
             quality: Quality {
-                gpus_used: gpus.len() as u32,
-                lower_bound: 0,
-                model_lower_bound: 0,
-                one_gpu_per_replica: 0,
-                first_fit_decreasing: None,
-                cost_per_hour: None,
-                cost_lower_bound_per_hour: None,
-                model_cost_lower_bound_per_hour: None,
-                first_fit_decreasing_cost_per_hour: None,
+                gpus: GpuFigures {
+                    used: gpus.len() as u32,
+                    lower_bound: 0,
+                    model_lower_bound: 0,
+                    one_per_replica: 0,
+                    first_fit_decreasing: None,
+                },
+                cost: CostFigures {
+                    used: None,
+                    lower_bound: None,
+                    model_lower_bound: None,
+                    first_fit_decreasing: None,
+                },
                 proof: crate::plan::Proof::Unproven,
             },
             changes: None,
@@ -455,7 +459,7 @@ mod tests {
     #[test]
     fn finds_a_misreported_gpu_count() {
         let (catalog, spec, mut plan) = setup();
-        plan.quality.gpus_used = 1;
+        plan.quality.gpus.used = 1;
         assert_eq!(kinds(&spec, &catalog, &plan), vec![Kind::Quality]);
     }
 

@@ -268,25 +268,25 @@ impl<'a> Checker<'a> {
         // Costs are compared with a tolerance relative to the plan's cost (solver rounding).
         let tolerance = |cost: f64| 1e-6 * cost.max(1.0);
         let mut wrong: Vec<String> = Vec::new();
-        if q.gpus_used as usize != used {
-            wrong.push(format!("quality says {} GPUs used, the plan uses {used}", q.gpus_used));
+        if q.gpus.used as usize != used {
+            wrong.push(format!("quality says {} GPUs used, the plan uses {used}", q.gpus.used));
         }
-        if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.cost_lower_bound_per_hour)
+        if let (Some(cost), Some(bound)) = (q.cost.used, q.cost.lower_bound)
             && bound > cost + tolerance(cost)
         {
             wrong.push(format!("cost lower bound {bound:.2}/h above the plan's {cost:.2}/h"));
         }
-        if q.lower_bound > q.gpus_used {
-            wrong.push(format!("lower bound {} above GPUs used {}", q.lower_bound, q.gpus_used));
+        if q.gpus.lower_bound > q.gpus.used {
+            wrong.push(format!("lower bound {} above GPUs used {}", q.gpus.lower_bound, q.gpus.used));
         }
         // The model's bounds hold for the planner's own plans, which this plan claims to be.
-        if q.model_lower_bound > q.gpus_used {
+        if q.gpus.model_lower_bound > q.gpus.used {
             wrong.push(format!(
                 "the planner's model bound {} is above GPUs used {}",
-                q.model_lower_bound, q.gpus_used
+                q.gpus.model_lower_bound, q.gpus.used
             ));
         }
-        if let (Some(cost), Some(bound)) = (q.cost_per_hour, q.model_cost_lower_bound_per_hour)
+        if let (Some(cost), Some(bound)) = (q.cost.used, q.cost.model_lower_bound)
             && bound > cost + tolerance(cost)
         {
             wrong
@@ -294,23 +294,23 @@ impl<'a> Checker<'a> {
         }
         // "Optimal" is claimed only when the plan meets the bound valid for every plan.
         if q.proof == crate::plan::Proof::Optimal {
-            let met = match (q.cost_per_hour, q.cost_lower_bound_per_hour) {
+            let met = match (q.cost.used, q.cost.lower_bound) {
                 (Some(cost), Some(bound)) => cost <= bound + tolerance(cost),
-                _ => q.gpus_used <= q.lower_bound,
+                _ => q.gpus.used <= q.gpus.lower_bound,
             };
             if !met {
                 wrong.push("the plan is called optimal but does not meet its lower bound".to_owned());
             }
         }
         // On priced pools the plan minimises cost: it may use more (cheaper) GPUs than FFD.
-        if let (Some(cost), Some(ffd_cost)) = (q.cost_per_hour, q.first_fit_decreasing_cost_per_hour) {
+        if let (Some(cost), Some(ffd_cost)) = (q.cost.used, q.cost.first_fit_decreasing) {
             if cost > ffd_cost + 1e-6 {
                 wrong.push(format!("the plan costs {cost:.2}/h, first-fit-decreasing only {ffd_cost:.2}/h"));
             }
-        } else if let Some(ffd) = q.first_fit_decreasing
-            && q.gpus_used > ffd
+        } else if let Some(ffd) = q.gpus.first_fit_decreasing
+            && q.gpus.used > ffd
         {
-            wrong.push(format!("{} GPUs used, first-fit-decreasing needs only {ffd}", q.gpus_used));
+            wrong.push(format!("{} GPUs used, first-fit-decreasing needs only {ffd}", q.gpus.used));
         }
         for message in wrong {
             self.push(Kind::Quality, "plan", message);

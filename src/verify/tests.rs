@@ -6,8 +6,8 @@ use super::{Kind, check};
 use crate::bench::{self, A100};
 use crate::catalog::{Catalog, layout};
 use crate::plan::{
-    DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
-    Quality, ReplicaGroup, Tenant,
+    CostFigures, DevicePluginConfig, GpuFigures, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan,
+    NodePlan, Plan, PoolPlan, Quality, ReplicaGroup, Tenant,
 };
 use crate::spec::{Demand, Isolation, Latency, MeasuredPoint, Model, RateDemand, Spec, Spread};
 
@@ -88,15 +88,19 @@ fn plan_with(
         mig_configs,
         device_plugin_configs,
         quality: Quality {
-            gpus_used: used,
-            lower_bound: used,
-            model_lower_bound: used,
-            one_gpu_per_replica: 3,
-            first_fit_decreasing: Some(used),
-            cost_per_hour: None,
-            cost_lower_bound_per_hour: None,
-            model_cost_lower_bound_per_hour: None,
-            first_fit_decreasing_cost_per_hour: None,
+            gpus: GpuFigures {
+                used,
+                lower_bound: used,
+                model_lower_bound: used,
+                one_per_replica: 3,
+                first_fit_decreasing: Some(used),
+            },
+            cost: CostFigures {
+                used: None,
+                lower_bound: None,
+                model_lower_bound: None,
+                first_fit_decreasing: None,
+            },
             proof: crate::plan::Proof::Optimal,
         },
         changes: None,
@@ -545,26 +549,26 @@ fn rejects_a_group_whose_resource_the_node_does_not_expose() {
 #[test]
 fn rejects_quality_figures_that_disagree_with_the_plan() {
     let (spec, catalog, mut plan) = voice();
-    plan.quality.first_fit_decreasing = Some(1);
+    plan.quality.gpus.first_fit_decreasing = Some(1);
     assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Quality]));
-    plan.quality.first_fit_decreasing = None;
-    plan.quality.gpus_used = 1;
+    plan.quality.gpus.first_fit_decreasing = None;
+    plan.quality.gpus.used = 1;
     assert_finds(&spec, &catalog, &plan, Kind::Quality);
 }
 
 #[test]
 fn priced_quality_is_judged_in_cost() {
     let (spec, catalog, mut plan) = voice();
-    plan.quality.cost_per_hour = Some(4.8);
-    plan.quality.cost_lower_bound_per_hour = Some(4.8);
-    plan.quality.first_fit_decreasing_cost_per_hour = Some(4.8);
+    plan.quality.cost.used = Some(4.8);
+    plan.quality.cost.lower_bound = Some(4.8);
+    plan.quality.cost.first_fit_decreasing = Some(4.8);
     // Priced: more GPUs than first fit is fine when the cost is not higher.
-    plan.quality.first_fit_decreasing = Some(1);
+    plan.quality.gpus.first_fit_decreasing = Some(1);
     assert!(check(&spec, &catalog, &plan).is_empty(), "{:?}", check(&spec, &catalog, &plan));
-    plan.quality.first_fit_decreasing_cost_per_hour = Some(2.4);
+    plan.quality.cost.first_fit_decreasing = Some(2.4);
     assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Quality]));
-    plan.quality.first_fit_decreasing_cost_per_hour = Some(4.8);
-    plan.quality.cost_lower_bound_per_hour = Some(5.0);
+    plan.quality.cost.first_fit_decreasing = Some(4.8);
+    plan.quality.cost.lower_bound = Some(5.0);
     assert_eq!(kinds(&spec, &catalog, &plan), BTreeSet::from([Kind::Quality]));
 }
 

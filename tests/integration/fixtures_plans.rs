@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use gpuplan::catalog::{Catalog, layout};
 use gpuplan::plan::{
-    DevicePluginConfig, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan, NodePlan, Plan, PoolPlan,
-    Quality, ReplicaGroup, Tenant,
+    CostFigures, DevicePluginConfig, GpuFigures, GpuMode, GpuPlan, MigConfig, MigConfigEntry, ModelPlan,
+    NodePlan, Plan, PoolPlan, Quality, ReplicaGroup, Tenant,
 };
 use gpuplan::spec::{
     ArgoCd, Container, Demand, Flux, Isolation, Model, Nodes, Policy, Pool, Port, Spec, Spread, Taint,
@@ -192,15 +192,19 @@ fn exclusive() -> DevicePluginConfig {
 
 fn quality(used: u32, lower: u32, baseline: u32, cost: Option<f64>) -> Quality {
     Quality {
-        gpus_used: used,
-        lower_bound: lower,
-        model_lower_bound: lower,
-        one_gpu_per_replica: baseline,
-        first_fit_decreasing: Some(used),
-        cost_per_hour: cost,
-        cost_lower_bound_per_hour: cost,
-        model_cost_lower_bound_per_hour: cost,
-        first_fit_decreasing_cost_per_hour: cost,
+        gpus: GpuFigures {
+            used,
+            lower_bound: lower,
+            model_lower_bound: lower,
+            one_per_replica: baseline,
+            first_fit_decreasing: Some(used),
+        },
+        cost: CostFigures {
+            used: cost,
+            lower_bound: cost,
+            model_lower_bound: cost,
+            first_fit_decreasing: cost,
+        },
         proof: gpuplan::plan::Proof::Optimal,
     }
 }

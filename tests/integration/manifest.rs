@@ -518,7 +518,7 @@ fn the_validator_and_the_planner_agree_where_a_model_stops_fitting() {
     let (_, fits) = check("fits.yaml", &manifest(most), &catalog);
     let (spec, _) = fits.expect("exactly the usable memory is accepted");
     let plan = gpuplan::pipeline::plan(&spec, &catalog).expect("and planned (verified)");
-    assert_eq!(plan.quality.gpus_used, 1);
+    assert_eq!(plan.quality.gpus.used, 1);
     let (_, over) = check("over.yaml", &manifest(most + 1), &catalog);
     let diags = over.expect_err("one MiB more fits no GPU");
     assert!(

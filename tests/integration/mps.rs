@@ -286,10 +286,10 @@ fn allowing_mps_never_costs_more_gpus_than_time_slicing_alone_on_generated_fleet
         };
         assert!(gpuplan::verify::check(&with, &catalog, &a).is_empty(), "seed {seed}");
         assert!(
-            a.quality.gpus_used <= b.quality.gpus_used,
+            a.quality.gpus.used <= b.quality.gpus.used,
             "seed {seed}: {} GPUs with MPS, {} without",
-            a.quality.gpus_used,
-            b.quality.gpus_used
+            a.quality.gpus.used,
+            b.quality.gpus.used
         );
         any_mps |= a
             .pools

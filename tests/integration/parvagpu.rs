@@ -73,7 +73,7 @@ fn dra_plans_within_parvagpu_with_mps(scenario: &str) {
         "{} uses {used} GPUs, more than ParvaGPU with MPS ({committed})",
         scenario.name
     );
-    assert!(used >= plan.quality.lower_bound, "{}: below its own valid bound", scenario.name);
+    assert!(used >= plan.quality.gpus.lower_bound, "{}: below its own valid bound", scenario.name);
     assert!(
         plan.models.iter().flat_map(|m| &m.groups).any(|g| g.processes > 1),
         "{}: no device runs several MPS processes",

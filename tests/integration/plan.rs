@@ -95,10 +95,10 @@ fn gpus_of<'a>(plan: &'a Plan, model: &str) -> Vec<(&'a str, u32, &'a GpuMode)> 
 fn packs_asr_and_tts_on_one_mig_gpu_beside_the_whole_gpu_llm() {
     let catalog = catalog();
     let plan = plan(&voice(), &catalog).expect("the seed plans");
-    assert_eq!(plan.quality.gpus_used, 2);
-    assert_eq!(plan.quality.one_gpu_per_replica, 3);
-    assert_eq!(plan.quality.lower_bound, 2);
-    assert!(plan.quality.first_fit_decreasing.is_some_and(|f| f >= 2));
+    assert_eq!(plan.quality.gpus.used, 2);
+    assert_eq!(plan.quality.gpus.one_per_replica, 3);
+    assert_eq!(plan.quality.gpus.lower_bound, 2);
+    assert!(plan.quality.gpus.first_fit_decreasing.is_some_and(|f| f >= 2));
     let llm = gpus_of(&plan, "nemotron-llm");
     assert_eq!(llm.len(), 1);
     assert_eq!(llm[0].2, &GpuMode::Whole);
@@ -129,7 +129,7 @@ fn asr_needs_more_than_a_1g_slice_for_its_compute() {
 
 fn codes(result: Result<Plan, gpuplan::diagnostics::Diagnostics>) -> Vec<&'static str> {
     match result {
-        Ok(p) => panic!("expected no plan, got {} GPUs", p.quality.gpus_used),
+        Ok(p) => panic!("expected no plan, got {} GPUs", p.quality.gpus.used),
         Err(d) => d.iter().map(|d| d.code).collect(),
     }
 }
@@ -169,7 +169,7 @@ fn time_slices_a_whole_gpu_when_instances_run_out() {
     // 10,100 MiB: MIG time-slices hold at most 6 of them per GPU, a 1/8 whole-GPU slice fits.
     let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![shared(model("embed", 10_100, 0.05, 8))]);
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 1);
+    assert_eq!(plan.quality.gpus.used, 1);
     let node = &plan.pools[0].nodes[0];
     assert_eq!(node.gpus[0].mode, GpuMode::TimeSliced { replicas: 8 });
     assert_eq!(node.device_plugin_config, "gpuplan-ts-gpu-8");
@@ -181,7 +181,7 @@ fn time_slices_a_whole_gpu_when_instances_run_out() {
 fn never_time_slices_hardware_isolated_models() {
     let s = spec(vec![pool("a100", A100, 2, named(&["n1"]))], vec![model("embed", 9000, 0.05, 8)]);
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 2);
+    assert_eq!(plan.quality.gpus.used, 2);
     for n in &plan.pools[0].nodes {
         assert!(n.gpus.iter().all(|g| !matches!(g.mode, GpuMode::TimeSliced { .. })));
     }
@@ -208,7 +208,7 @@ fn time_slicing_respects_memory_per_slot() {
             }
         }
     }
-    assert_eq!(plan.quality.gpus_used, 2);
+    assert_eq!(plan.quality.gpus.used, 2);
 }
 
 #[test]
@@ -221,7 +221,7 @@ fn spread_gpu_puts_replicas_on_distinct_gpus() {
     assert_eq!(gpus.len(), 2);
     m.spread = Spread::None;
     let s = spec(vec![pool("a100", A100, 2, named(&["n1"]))], vec![m]);
-    assert_eq!(plan(&s, &catalog()).expect("plans").quality.gpus_used, 1);
+    assert_eq!(plan(&s, &catalog()).expect("plans").quality.gpus.used, 1);
 }
 
 #[test]
@@ -261,7 +261,7 @@ fn multi_gpu_replicas_get_whole_gpus_on_one_node() {
             assert_eq!(g.mode, GpuMode::Whole);
         }
     }
-    assert_eq!(plan.quality.gpus_used, 5);
+    assert_eq!(plan.quality.gpus.used, 5);
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn rate_demand_is_covered_by_measured_replicas() {
     let resources: std::collections::BTreeSet<&str> = m.groups.iter().map(|g| g.resource.as_str()).collect();
     assert_eq!(resources.len(), m.groups.len(), "one group per resource");
     // 1g gives 700 rps per GPU: 1000 rps need 2 GPUs; nothing fits in one.
-    assert_eq!(plan.quality.gpus_used, 2);
+    assert_eq!(plan.quality.gpus.used, 2);
     assert!(m.reasons.iter().any(|r| r.contains("throughput")));
 }
 
@@ -346,7 +346,7 @@ fn dedicated_models_get_whole_gpus_only() {
     m.isolation = Isolation::Dedicated;
     let s = spec(vec![pool("a100", A100, 2, named(&["n1"]))], vec![m]);
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 2);
+    assert_eq!(plan.quality.gpus.used, 2);
     assert!(plan.pools[0].nodes[0].gpus.iter().all(|g| g.mode == GpuMode::Whole));
 }
 
@@ -361,7 +361,7 @@ fn autoscaled_pools_get_numbered_node_templates() {
     assert!(p.autoscaled);
     let names: Vec<&str> = p.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["l-1", "l-2"]);
-    assert_eq!(plan.quality.gpus_used, 3);
+    assert_eq!(plan.quality.gpus.used, 3);
 }
 
 #[test]
@@ -428,9 +428,9 @@ fn never_uses_more_gpus_than_first_fit_decreasing_nor_fewer_than_the_bound() {
     let catalog = catalog();
     let p = plan(&mixed_spec(&[0, 1, 2, 3, 4, 5, 6], &[0, 1]), &catalog).expect("plans");
     let q = &p.quality;
-    assert!(q.lower_bound <= q.gpus_used);
-    assert!(q.first_fit_decreasing.is_none_or(|f| q.gpus_used <= f), "{q:?}");
-    assert!(q.gpus_used <= q.one_gpu_per_replica);
+    assert!(q.gpus.lower_bound <= q.gpus.used);
+    assert!(q.gpus.first_fit_decreasing.is_none_or(|f| q.gpus.used <= f), "{q:?}");
+    assert!(q.gpus.used <= q.gpus.one_per_replica);
     assert_valid_layouts(&p, &catalog);
 }
 
@@ -470,9 +470,9 @@ fn mid_size_plan_is_near_the_bound_and_never_worse_than_first_fit() {
     let catalog = catalog();
     let p = plan(&synthetic(40, 8), &catalog).expect("plans");
     let q = &p.quality;
-    assert!(q.first_fit_decreasing.is_none_or(|f| q.gpus_used <= f), "{q:?}");
-    assert!(q.gpus_used <= q.model_lower_bound + (q.model_lower_bound / 50).max(1) + 1, "{q:?}");
-    assert!(q.lower_bound <= q.gpus_used, "{q:?}");
+    assert!(q.gpus.first_fit_decreasing.is_none_or(|f| q.gpus.used <= f), "{q:?}");
+    assert!(q.gpus.used <= q.gpus.model_lower_bound + (q.gpus.model_lower_bound / 50).max(1) + 1, "{q:?}");
+    assert!(q.gpus.lower_bound <= q.gpus.used, "{q:?}");
     assert_valid_layouts(&p, &catalog);
     let planned: u32 = p.models.iter().flat_map(|m| &m.groups).map(|g| g.replicas).sum();
     let asked: u32 =
@@ -489,7 +489,7 @@ fn keeps_each_gpu_on_the_node_that_runs_its_layout_today() {
     ];
     let s = spec(vec![p], vec![model("a", 30 * 1024, 0.3, 2)]);
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 1);
+    assert_eq!(plan.quality.gpus.used, 1);
     assert!(plan.pools[0].nodes.iter().all(|n| !n.must_drain), "{:?}", plan.pools[0].nodes);
     let n2 = &plan.pools[0].nodes[1];
     assert_eq!(n2.name, "n2");
@@ -506,7 +506,7 @@ fn a_node_never_mixes_exclusive_and_time_sliced_whole_gpus() {
     assert_eq!(codes(plan(&s, &catalog())), ["capacity-exceeded"]);
     let s = spec(vec![pool("a100", A100, 2, named(&["n1", "n2"]))], vec![exclusive, small]);
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 2);
+    assert_eq!(plan.quality.gpus.used, 2);
     for n in &plan.pools[0].nodes {
         let whole = n.gpus.iter().any(|g| g.mode == GpuMode::Whole);
         let sliced = n.gpus.iter().any(|g| matches!(g.mode, GpuMode::TimeSliced { .. }));
@@ -523,7 +523,7 @@ fn prefers_the_cheaper_pool() {
     let s = spec(vec![dear, cheap], vec![model("a", 30 * 1024, 0.3, 3)]);
     let plan = plan(&s, &catalog()).expect("plans");
     assert!(plan.models[0].groups.iter().all(|g| g.pool == "cheap"));
-    assert_eq!(plan.quality.cost_per_hour, Some(2.0));
+    assert_eq!(plan.quality.cost.used, Some(2.0));
 }
 
 #[test]
@@ -536,10 +536,11 @@ fn a_huge_autoscaled_pool_only_grows_the_nodes_it_needs() {
     let p = &plan.pools[0];
     let q = &plan.quality;
     assert!(
-        q.gpus_used <= q.model_lower_bound + 1 && q.first_fit_decreasing.is_some_and(|f| q.gpus_used <= f),
+        q.gpus.used <= q.gpus.model_lower_bound + 1
+            && q.gpus.first_fit_decreasing.is_some_and(|f| q.gpus.used <= f),
         "{q:?}"
     );
-    assert_eq!(p.nodes.len(), (plan.quality.gpus_used as usize).div_ceil(8).max(2));
+    assert_eq!(p.nodes.len(), (plan.quality.gpus.used as usize).div_ceil(8).max(2));
     assert!(p.nodes.iter().enumerate().all(|(i, n)| n.name == format!("auto-{}", i + 1)));
 }
 
@@ -553,7 +554,7 @@ fn seed_plan_json_is_reviewed() {
 fn an_empty_spec_plans_nothing() {
     let s = spec(vec![pool("a100", A100, 2, named(&["n1"]))], Vec::new());
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 0);
+    assert_eq!(plan.quality.gpus.used, 0);
     assert!(plan.pools[0].nodes.iter().all(|n| n.mig_config == "all-disabled"));
     let no_pools = spec(Vec::new(), vec![model("a", 1000, 0.1, 1)]);
     assert_eq!(codes(gpuplan::plan::plan(&no_pools, &catalog())), ["no-eligible-pool"]);
@@ -568,7 +569,7 @@ fn gpus_without_mig_are_whole_or_time_sliced() {
         vec![shared(model("embed", 5000, 0.1, 4)), model("asr", 9000, 0.2, 1)],
     );
     let plan = plan(&s, &catalog).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 2);
+    assert_eq!(plan.quality.gpus.used, 2);
     let modes: Vec<&GpuMode> = plan.pools[0].nodes.iter().map(|n| &n.gpus[0].mode).collect();
     assert!(modes.contains(&&GpuMode::Whole));
     assert!(modes.contains(&&GpuMode::TimeSliced { replicas: 4 }));
@@ -607,8 +608,8 @@ fn random_fleets_respect_every_hard_rule() {
         planned += 1;
         assert_valid_layouts(&p, &catalog);
         let q = &p.quality;
-        assert!(q.first_fit_decreasing.is_none_or(|f| q.gpus_used <= f), "seed {seed}: {q:?}");
-        assert!(q.lower_bound <= q.gpus_used);
+        assert!(q.gpus.first_fit_decreasing.is_none_or(|f| q.gpus.used <= f), "seed {seed}: {q:?}");
+        assert!(q.gpus.lower_bound <= q.gpus.used);
         for m in &s.models {
             let Demand::Replicas(n) = m.demand else { continue };
             let mp = p.models.iter().find(|x| x.name == m.name).expect("model planned");
@@ -663,7 +664,7 @@ fn time_slices_mig_instances_when_that_packs_more_replicas() {
     // them on one GPU; a time-sliced whole GPU holds at most 8.
     let s = spec(vec![pool("a100", A100, 1, named(&["n1"]))], vec![shared(model("embed", 4000, 0.05, 14))]);
     let plan = plan(&s, &catalog()).expect("plans");
-    assert_eq!(plan.quality.gpus_used, 1);
+    assert_eq!(plan.quality.gpus.used, 1);
     let node = &plan.pools[0].nodes[0];
     let GpuMode::Mig { instances } = &node.gpus[0].mode else {
         panic!("MIG expected: {:?}", node.gpus[0].mode)
@@ -750,7 +751,7 @@ fn spread_node_replicas_avoid_nodes_whose_gpus_are_exclusive() {
     );
     let p = plan(&s, &catalog()).expect("a plan exists");
     assert_verified(&s, &p);
-    assert_eq!(p.quality.gpus_used, 5);
+    assert_eq!(p.quality.gpus.used, 5);
 }
 
 #[test]
@@ -815,15 +816,15 @@ fn priced_pools_minimise_cost_and_report_the_cost_bound() {
     let catalog = catalog();
     let p = plan(&s, &catalog).expect("plans");
     let q = &p.quality;
-    assert_eq!((q.gpus_used, q.lower_bound), (2, 1), "{q:?}");
+    assert_eq!((q.gpus.used, q.gpus.lower_bound), (2, 1), "{q:?}");
     assert_eq!(p.models[0].groups[0].pool, "l4");
-    assert_eq!(q.cost_per_hour, Some(1.6));
-    let bound = q.model_cost_lower_bound_per_hour.expect("priced pools have a cost bound");
+    assert_eq!(q.cost.used, Some(1.6));
+    let bound = q.cost.model_lower_bound.expect("priced pools have a cost bound");
     assert!(bound > 0.8 && bound <= 1.6, "cost bound {bound}");
     // Valid for every plan: one `1g` instance per replica on the A100 costs 2 × $0.30/h, but
     // every plan uses a GPU, at least an L4's $0.80/h.
-    assert_eq!(q.cost_lower_bound_per_hour, Some(0.8), "{q:?}");
-    assert!(q.first_fit_decreasing_cost_per_hour.is_some_and(|f| f >= 1.6), "{q:?}");
+    assert_eq!(q.cost.lower_bound, Some(0.8), "{q:?}");
+    assert!(q.cost.first_fit_decreasing.is_some_and(|f| f >= 1.6), "{q:?}");
     assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
     // Without prices the same spec minimises GPUs: one A100 cut into MIG instances.
     let unpriced = spec(
@@ -831,8 +832,8 @@ fn priced_pools_minimise_cost_and_report_the_cost_bound() {
         vec![model("guard", 9000, 0.1, 2)],
     );
     let p = plan(&unpriced, &catalog).expect("plans");
-    assert_eq!(p.quality.gpus_used, 1);
-    assert_eq!(p.quality.cost_lower_bound_per_hour, None);
+    assert_eq!(p.quality.gpus.used, 1);
+    assert_eq!(p.quality.cost.lower_bound, None);
 }
 
 fn shared_model(name: &str, memory_mib: u64, compute: f64, replicas: u32) -> Model {
@@ -855,8 +856,8 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
     );
     let p = plan(&s, &catalog).expect("plans");
     assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
-    assert_eq!(p.quality.lower_bound, 1, "{:?}", p.quality);
-    assert_eq!(p.quality.gpus_used, 1, "one GPU time-sliced two ways: {:?}", p.pools);
+    assert_eq!(p.quality.gpus.lower_bound, 1, "{:?}", p.quality);
+    assert_eq!(p.quality.gpus.used, 1, "one GPU time-sliced two ways: {:?}", p.pools);
     assert_eq!(p.quality.proof, Proof::Optimal);
     assert!(matches!(p.pools[0].nodes[0].gpus[0].mode, GpuMode::TimeSliced { replicas: 2 }), "{:?}", p.pools);
 
@@ -896,11 +897,11 @@ fn time_sliced_tenants_are_judged_by_their_combined_compute() {
             processes: 1,
         }];
     }
-    one.quality.gpus_used = 1;
-    one.quality.model_lower_bound = 1;
-    one.quality.first_fit_decreasing = None;
+    one.quality.gpus.used = 1;
+    one.quality.gpus.model_lower_bound = 1;
+    one.quality.gpus.first_fit_decreasing = None;
     assert_eq!(gpuplan::verify::check(&s, &catalog, &one), vec![], "the hand-made plan is valid");
-    assert!(one.quality.lower_bound <= 1);
+    assert!(one.quality.gpus.lower_bound <= 1);
 }
 
 /// Issue 13: one A100 with a model needing more SMs than `3g.40gb` has (compute 0.4: a
@@ -920,8 +921,8 @@ fn time_slicing_some_instances_of_a_mixed_mig_layout() {
     let s = spec(vec![pool("a100", A100, 1, named(&["n1", "n2"]))], models);
     let p = plan(&s, &catalog).expect("plans");
     assert!(gpuplan::verify::check(&s, &catalog, &p).is_empty());
-    assert_eq!(p.quality.lower_bound, 1, "{:?}", p.quality);
-    assert_eq!(p.quality.gpus_used, 1, "{:?}", p.pools);
+    assert_eq!(p.quality.gpus.lower_bound, 1, "{:?}", p.quality);
+    assert_eq!(p.quality.gpus.used, 1, "{:?}", p.pools);
     assert_eq!(p.quality.proof, gpuplan::plan::Proof::Optimal);
     let GpuMode::Mig { instances } = &p.pools[0].nodes[0].gpus[0].mode else { panic!("{:?}", p.pools) };
     let names: Vec<&str> = instances.iter().map(|i| i.profile.as_str()).collect();
@@ -942,7 +943,7 @@ fn cost_equal_to_its_bound_up_to_rounding_is_optimal() {
     l4.cost_per_gpu_hour = Some(0.7);
     let p = plan(&spec(vec![l4], vec![model("whole", 20 * 1024, 0.9, 7)]), &catalog).expect("plans");
     let q = &p.quality;
-    assert_eq!(q.cost_per_hour, Some(4.9), "{q:?}");
+    assert_eq!(q.cost.used, Some(4.9), "{q:?}");
     assert_eq!(q.proof, Proof::Optimal, "{q:?}");
     assert!(q.verdict().starts_with("optimal: no plan costs less than $4.90/h"), "{}", q.verdict());
 }

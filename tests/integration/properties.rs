@@ -364,18 +364,18 @@ proptest! {
                 // The bound valid for every plan is at most the true optimum, and "optimal"
                 // is never claimed above it.
                 let q = &plan.quality;
-                prop_assert!(optimum.is_some_and(|o| q.lower_bound <= o), "bound {} above the optimum {optimum:?}", q.lower_bound);
+                prop_assert!(optimum.is_some_and(|o| q.gpus.lower_bound <= o), "bound {} above the optimum {optimum:?}", q.gpus.lower_bound);
                 if q.proof == plan::Proof::Optimal {
-                    prop_assert_eq!(Some(q.gpus_used), optimum, "called optimal above the optimum");
+                    prop_assert_eq!(Some(q.gpus.used), optimum, "called optimal above the optimum");
                 }
                 // The brute force does not know that the device plugin picks the MIG instance
                 // inside a node (two `spread: gpu` replicas may then share a GPU), so with
                 // spread models it is a lower bound only; the planner enforces that rule and
                 // may need more GPUs (docs/planner.md, Limits).
                 if spec.models.iter().any(|m| m.spread == Spread::Gpu) {
-                    prop_assert!(optimum.is_some_and(|o| plan.quality.gpus_used >= o), "planner below brute force");
+                    prop_assert!(optimum.is_some_and(|o| plan.quality.gpus.used >= o), "planner below brute force");
                 } else {
-                    prop_assert_eq!(Some(plan.quality.gpus_used), optimum, "planner vs brute force");
+                    prop_assert_eq!(Some(plan.quality.gpus.used), optimum, "planner vs brute force");
                 }
             }
             // With a `spread: gpu` model the brute force's plan may break the device plugin's

@@ -110,7 +110,7 @@ fn replan_with(
     let mut notes = Vec::new();
     let finish = |mut plan: Plan, notes: Vec<String>, bound: u32, took: bool, scratch: &mut Scratch<'_>| {
         let (fs_gpus, fs_cost) = match scratch.get() {
-            Ok(p) => (Some(p.quality.gpus_used), p.quality.cost_per_hour),
+            Ok(p) => (Some(p.quality.gpus.used), p.quality.cost.used),
             Err(_) => (None, None),
         };
         stabilise_names(&mut plan, previous);
@@ -174,7 +174,6 @@ fn replan_with(
         // First fit is a from-scratch baseline: a kept plan is judged by the price of stability
         // (the changes section), not against it.
         ffd: None,
-        ffd_cost: None,
         method: METHOD.to_owned(),
     };
     let kept = match build::build(&problem, &a, &fig) {
@@ -305,7 +304,7 @@ fn bounded_step(
         format!(
             "`changePolicy.maxRepartitions: {max}`: a from-scratch plan would re-partition {drains} running node(s); re-optimised {} only ({} GPU(s) saved)",
             nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
-            kept.quality.gpus_used.saturating_sub(current.quality.gpus_used)
+            kept.quality.gpus.used.saturating_sub(current.quality.gpus.used)
         ),
     )
 }
@@ -338,8 +337,8 @@ fn way_down(
     (kept, fs): (&Plan, &Plan),
     max: Option<usize>,
 ) -> Option<(Advice, Plan, Assignment)> {
-    let price = kept.quality.gpus_used.saturating_sub(fs.quality.gpus_used);
-    let cost_price = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
+    let price = kept.quality.gpus.used.saturating_sub(fs.quality.gpus.used);
+    let cost_price = kept.quality.cost.used.zip(fs.quality.cost.used).map(|(k, f)| k - f);
     if price == 0 && cost_price.is_none_or(|c| c <= 1e-9) {
         return None;
     }
@@ -357,8 +356,8 @@ fn way_down(
             .map(|&(pi, ni)| problem.pools[pi].spec.cost_per_gpu_hour.map(|c| c * f64::from(used((pi, ni)))))
             .sum();
         let saving = advice::Saving {
-            gpus: before.saturating_sub(p.quality.gpus_used),
-            cost_per_hour: cost_before.zip(p.quality.cost_per_hour).map(|(b, c)| b - c),
+            gpus: before.saturating_sub(p.quality.gpus.used),
+            cost_per_hour: cost_before.zip(p.quality.cost.used).map(|(b, c)| b - c),
         };
         plans.insert(set.to_vec(), p);
         Some(saving)
@@ -375,12 +374,13 @@ fn way_down(
     nodes.sort();
     let advice = Advice {
         nodes,
-        gpus_saved: kept.quality.gpus_used.saturating_sub(plan.quality.gpus_used),
+        gpus_saved: kept.quality.gpus.used.saturating_sub(plan.quality.gpus.used),
         // In cents, as the report prints it (no float noise in `plan.json`).
         cost_saved_per_hour: kept
             .quality
-            .cost_per_hour
-            .zip(plan.quality.cost_per_hour)
+            .cost
+            .used
+            .zip(plan.quality.cost.used)
             .map(|(k, p)| ((k - p) * 100.0).round() / 100.0),
         evaluated: found.evaluated,
     };
@@ -412,8 +412,8 @@ fn candidates(problem: &Problem<'_>, a: &Assignment) -> Vec<((usize, usize), f64
 /// that says so.
 fn threshold_reached(spec: &Spec, kept: &Plan, fs: &Plan) -> Option<String> {
     let policy = &spec.change_policy;
-    let gpu_saving = i64::from(kept.quality.gpus_used) - i64::from(fs.quality.gpus_used);
-    let cost_saving = kept.quality.cost_per_hour.zip(fs.quality.cost_per_hour).map(|(k, f)| k - f);
+    let gpu_saving = i64::from(kept.quality.gpus.used) - i64::from(fs.quality.gpus.used);
+    let cost_saving = kept.quality.cost.used.zip(fs.quality.cost.used).map(|(k, f)| k - f);
     let by_gpus = policy.reoptimize_when_saving_gpus.is_some_and(|t| gpu_saving >= i64::from(t));
     let by_cost =
         policy.reoptimize_when_saving_cost_per_hour.zip(cost_saving).is_some_and(|(t, s)| s >= t - 1e-9);
@@ -1423,9 +1423,9 @@ mod tests {
         let r = replan(&after, &cat, &prev, Options::default()).expect("re-plans");
         let fs = r.from_scratch_gpus.expect("from scratch");
         assert!(
-            r.plan.quality.gpus_used <= fs + 1,
+            r.plan.quality.gpus.used <= fs + 1,
             "{} GPUs against {fs} from scratch",
-            r.plan.quality.gpus_used
+            r.plan.quality.gpus.used
         );
         assert!(r.plan.nodes().all(|n| !n.must_drain));
         for g in r.plan.nodes().flat_map(|n| &n.gpus) {

@@ -86,9 +86,9 @@ pub fn changes(prev: &Previous, plan: &Plan, budgets: &BTreeMap<String, Budget>,
     let total = |m: Option<&BTreeMap<String, u32>>| m.map_or(0, |x| x.values().sum::<u32>());
     let mut ch = Changes {
         gpus_before: prev.quality.gpus_used,
-        gpus_after: plan.quality.gpus_used,
+        gpus_after: plan.quality.gpus.used,
         cost_per_hour_before: prev.quality.cost_per_hour,
-        cost_per_hour_after: plan.quality.cost_per_hour,
+        cost_per_hour_after: plan.quality.cost.used,
         from_scratch_gpus: facts.from_scratch_gpus,
         from_scratch_cost_per_hour: facts.from_scratch_cost_per_hour,
         repartition_lower_bound: facts.repartition_lower_bound,
