@@ -887,7 +887,8 @@ impl<'p, 'a> Program<'p, 'a> {
         let sets: Vec<u32> = if n <= MIXED_MAX_PROFILES {
             (1..(1u32 << n)).filter(|s| s.count_ones() >= 2).collect()
         } else {
-            let mut s: Vec<u32> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (1u32 << i) | (1 << j))).collect();
+            let mut s: Vec<u32> =
+                (0..n).flat_map(|i| (i + 1..n).map(move |j| (1u32 << i) | (1 << j))).collect();
             s.push(u32::MAX >> (32 - n.min(32)));
             s
         };
@@ -896,7 +897,8 @@ impl<'p, 'a> Program<'p, 'a> {
             let mut holders = Expression::from(0.0);
             let mut any = false;
             for (l, &g) in p.layouts.iter().zip(&self.pv[pi].g) {
-                let all = (0..n).filter(|&i| in_set(i)).all(|i| l.counts.get(profiles[i]).is_some_and(|&c| c > 0));
+                let all =
+                    (0..n).filter(|&i| in_set(i)).all(|i| l.counts.get(profiles[i]).is_some_and(|&c| c > 0));
                 if all {
                     holders += g;
                     any = true;

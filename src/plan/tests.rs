@@ -360,7 +360,8 @@ fn the_optimisers_counts_for_a_spread_gpu_model_on_two_profiles_lay_out() {
     let catalog = Catalog::builtin();
     let problem = crate::plan::problem::build(&spec, &catalog);
     let q = |name: &str| problem.pools[0].profiles.iter().position(|p| p.name == name).expect(name);
-    let pins = [((0, 0, Kind::Mig(q("1g.10gb"))), 1), ((0, 0, Kind::Mig(q("2g.20gb"))), 1)].into_iter().collect();
+    let pins =
+        [((0, 0, Kind::Mig(q("1g.10gb"))), 1), ((0, 0, Kind::Mig(q("2g.20gb"))), 1)].into_iter().collect();
     let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
     let r = crate::plan::milp::solve_with_profile_rows(&problem, goal, &pins).expect("solves");
     let both = problem.pools[0]
