@@ -268,9 +268,15 @@ pub(crate) type Caps = BTreeMap<(usize, usize), u32>;
 
 /// [`solve`] with the replicas of some single-model columns (spread and rate models) capped
 /// per pool: the cascade's re-solve when counts do not lay out ([`crate::plan::strategy`]).
-/// A restriction of the program: its result proves nothing for the full one.
-pub(crate) fn solve_capped(problem: &Problem<'_>, goal: Goal, caps: &Caps) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, &Pins::new(), caps, 1, false)
+/// A restriction of the program: its result proves nothing for the full one. With
+/// `profile_rows`, the rows of [`solve_with_profile_rows`] too.
+pub(crate) fn solve_capped(
+    problem: &Problem<'_>,
+    goal: Goal,
+    caps: &Caps,
+    profile_rows: bool,
+) -> Result<MilpResult, MilpError> {
+    solve_with_work(problem, goal, &Pins::new(), caps, 1, profile_rows)
 }
 
 /// How many times its node limit a solve with more work may explore ([`solve_harder`]).
@@ -285,7 +291,7 @@ pub(crate) fn solve_harder(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Re
 /// [`solve`] with the rows for `spread: gpu` models on several MIG profiles of a pool
 /// ([`Program::mixed_profile_rows`]; the bounds' relaxations always have them): the cascade's
 /// re-solve when the counts of the plain program did not lay out. A program with more
-/// necessary conditions: its optimum is still at most any valid plan's cost.
+/// necessary conditions: unpinned, its optimum is still at most any valid plan's cost.
 pub(crate) fn solve_with_profile_rows(
     problem: &Problem<'_>,
     goal: Goal,
