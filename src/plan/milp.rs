@@ -300,6 +300,13 @@ pub(crate) fn solve_with_profile_rows(
     solve_with_work(problem, goal, pins, &Caps::new(), 1, true)
 }
 
+/// Whether [`solve_with_profile_rows`] writes rows the plain program lacks: some `spread: gpu`
+/// model may run on MIG, and the solver is HiGHS or the problem small (microlp's branch and
+/// bound gets them only there, as the rows of one profile).
+pub(crate) fn has_profile_rows(problem: &Problem<'_>) -> bool {
+    problem.mig_spread_models && (cfg!(feature = "highs") || problem.small)
+}
+
 /// [`solve`] with `caps`, `work` times the solver's node limit, and the rows for `spread: gpu`
 /// models on several profiles when `profile_rows` (or when the goal is a bound).
 fn solve_with_work(
@@ -870,7 +877,7 @@ impl<'p, 'a> Program<'p, 'a> {
         let mut profiles: Vec<usize> = opts.iter().map(|&(q, _)| q).collect();
         profiles.sort_unstable();
         profiles.dedup();
-        if !self.profile_rows || profiles.len() < 2 || !(cfg!(feature = "highs") || self.problem.small) {
+        if !self.profile_rows || profiles.len() < 2 || !has_profile_rows(self.problem) {
             return Vec::new();
         }
         let p = &self.problem.pools[pi];

@@ -527,7 +527,7 @@ fn with_profile_rows(
     tracer: &mut Tracer<'_>,
 ) -> Option<Assignment> {
     let lost = decomposed.is_none_or(|a| a.repaired > 0 || a.cost(problem) > r.cost + COST_EPSILON);
-    if !problem.mig_spread_models || inputs.large || !lost {
+    if !milp::has_profile_rows(problem) || inputs.large || !lost {
         return None;
     }
     let rows = milp::solve_with_profile_rows(problem, inputs.goal, &Pins::new());
