@@ -371,9 +371,6 @@ struct Program<'p, 'a> {
     work: u32,
     /// Whether [`Program::mixed_profile_rows`] are written.
     profile_rows: bool,
-    /// With `profile_rows`: per (pool, layout), the nodes holding a GPU of that layout
-    /// ([`Program::layout_nodes`]).
-    layout_nodes: BTreeMap<(usize, usize), Variable>,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -423,7 +420,6 @@ impl<'p, 'a> Program<'p, 'a> {
             weights: Weights { stability, node, tie },
             work: 1,
             profile_rows: false,
-            layout_nodes: BTreeMap::new(),
         }
     }
 
@@ -896,15 +892,6 @@ impl<'p, 'a> Program<'p, 'a> {
             for &(_, y) in opts.iter().filter(|o| o.0 == q) {
                 ys += y;
             }
-            // A node holds at most one of its replicas on `q` when a GPU there has two `q`
-            // instances, else one per GPU with a single one: at most `x_q` plus those GPUs.
-            let mut one = Expression::from(0.0);
-            for (l, &g) in p.layouts.iter().zip(&self.pv[pi].g) {
-                if l.counts.get(q).copied() == Some(1) {
-                    one += g;
-                }
-            }
-            cons.push(constraint!(ys.clone() <= xq + one));
             cons.push(constraint!(ys <= gpn * xq));
             cons.push(constraint!(xq <= u));
             x.push(xq);
@@ -920,27 +907,19 @@ impl<'p, 'a> Program<'p, 'a> {
         };
         for set in sets {
             let in_set = |i: usize| i < 32 && set & (1 << i) != 0;
-            let holding: Vec<usize> = (0..p.layouts.len())
-                .filter(|&l| {
-                    (0..n)
-                        .filter(|&i| in_set(i))
-                        .all(|i| p.layouts[l].counts.get(profiles[i]).is_some_and(|&c| c > 0))
-                })
-                .collect();
-            if holding.is_empty() {
+            let mut holders = Expression::from(0.0);
+            let mut any = false;
+            for (l, &g) in p.layouts.iter().zip(&self.pv[pi].g) {
+                let all =
+                    (0..n).filter(|&i| in_set(i)).all(|i| l.counts.get(profiles[i]).is_some_and(|&c| c > 0));
+                if all {
+                    holders += g;
+                    any = true;
+                }
+            }
+            if !any {
                 continue;
             }
-            // `n_s`: the nodes with a GPU whose layout has all of S (at least those holding
-            // each such layout, and their GPUs over `gpn`).
-            let d = self.int(variable().min(0).max(f64::from(p.max_nodes)));
-            let n_s = self.vars.add(d);
-            let mut holders = Expression::from(0.0);
-            for &l in &holding {
-                holders += self.pv[pi].g[l];
-                let v = self.layout_nodes(pi, l, &mut cons);
-                cons.push(constraint!(n_s >= v));
-            }
-            cons.push(constraint!(gpn * n_s >= holders));
             let size = f64::from(set.count_ones());
             let mut lhs = Expression::from(0.0);
             for (i, &xq) in x.iter().enumerate() {
@@ -948,7 +927,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     lhs += xq;
                 }
             }
-            cons.push(constraint!(lhs + (size - 1.0) * n_s <= size * u));
+            cons.push(constraint!(gpn * lhs <= gpn * size * u - (size - 1.0) * holders));
         }
         cons
     }
@@ -1012,17 +991,6 @@ impl<'p, 'a> Program<'p, 'a> {
             cons.push(constraint!(n <= u));
             cons.push(constraint!(n <= more.clone()));
             cons.push(constraint!(gpn * n >= more));
-            if self.profile_rows {
-                // The nodes with a GPU of two or more `q` instances are at most the nodes
-                // holding each such layout, summed; the rows of several profiles count the
-                // same nodes (a layout cannot be on few nodes here and on many there).
-                let mut holding = Expression::from(0.0);
-                for l in (0..p.layouts.len()).filter(|&l| p.layouts[l].counts.get(q).is_some_and(|&c| c >= 2))
-                {
-                    holding += self.layout_nodes(pi, l, &mut cons);
-                }
-                cons.push(constraint!(n <= holding));
-            }
             for &y in &ys {
                 cons.push(constraint!(y <= n + one.clone()));
                 cons.push(constraint!(y <= gpn * u - (gpn - 1.0) * n));
@@ -1030,25 +998,6 @@ impl<'p, 'a> Program<'p, 'a> {
             cons.extend(spread_group_cuts(&ys, n, &one, u, gpn));
         }
         cons
-    }
-
-    /// The nodes of pool `pi` holding a GPU of layout `l` (with `profile_rows`): an integer
-    /// between `g_l/gpn` and `min(g_l, u)`, one per (pool, layout), its rows pushed onto `cons`
-    /// the first time.
-    fn layout_nodes(&mut self, pi: usize, l: usize, cons: &mut Vec<Constraint>) -> Variable {
-        if let Some(&v) = self.layout_nodes.get(&(pi, l)) {
-            return v;
-        }
-        let p = &self.problem.pools[pi];
-        let gpn = f64::from(p.gpn());
-        let d = self.int(variable().min(0).max(f64::from(p.max_nodes)));
-        let v = self.vars.add(d);
-        let (g, u) = (self.pv[pi].g[l], self.pv[pi].u);
-        cons.push(constraint!(g <= gpn * v));
-        cons.push(constraint!(v <= g));
-        cons.push(constraint!(v <= u));
-        self.layout_nodes.insert((pi, l), v);
-        v
     }
 
     /// The objective's levels for pool `pi` whose GPUs are `gpus`.
