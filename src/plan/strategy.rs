@@ -513,6 +513,12 @@ fn lay_out_solved(
     decomposed
 }
 
+/// Whether the lay-out `decomposed` of the optimiser's counts `r` lost against them: none, or
+/// with replicas re-placed by first fit, or dearer than the counts.
+fn lost_against(problem: &Problem<'_>, r: &MilpResult, decomposed: Option<&Assignment>) -> bool {
+    decomposed.is_none_or(|a| a.repaired > 0 || a.cost(problem) > r.cost + COST_EPSILON)
+}
+
 /// Step: `spread: gpu` on MIG over several profiles — when the lay-out of the plain program's
 /// counts `r` lost against them (programs that are not large, with such a model), the program
 /// with the rows for a model on several profiles ([`milp::solve_with_profile_rows`]) laid out
@@ -526,8 +532,7 @@ fn with_profile_rows(
     decomposed: Option<&Assignment>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Assignment> {
-    let lost = decomposed.is_none_or(|a| a.repaired > 0 || a.cost(problem) > r.cost + COST_EPSILON);
-    if !milp::has_profile_rows(problem) || inputs.large || !lost {
+    if !milp::has_profile_rows(problem) || inputs.large || !lost_against(problem, r, decomposed) {
         return None;
     }
     let rows = milp::solve_with_profile_rows(problem, inputs.goal, &Pins::new());
@@ -552,8 +557,7 @@ fn lay_out_one_profile(
     decomposed: Option<Assignment>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Assignment> {
-    let lost = decomposed.as_ref().is_none_or(|a| a.repaired > 0 || a.cost(problem) > r.cost + COST_EPSILON);
-    if !problem.mig_spread_models || inputs.large || !lost {
+    if !problem.mig_spread_models || inputs.large || !lost_against(problem, r, decomposed.as_ref()) {
         return decomposed;
     }
     let Some(pins) = one_spread_profile(problem, &r.replicas) else { return decomposed };
