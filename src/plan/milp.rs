@@ -1265,6 +1265,33 @@ fn run(
     large: bool,
     work: u32,
 ) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
+    #[cfg(feature = "highs")]
+    let nodes = u64::try_from(HIGHS_NODE_LIMIT.saturating_mul(work as i32)).unwrap_or(u64::MAX);
+    #[cfg(not(feature = "highs"))]
+    let nodes = MICROLP_NODE_LIMIT * u64::from(work);
+    run_nodes(vars, objective, cons, scale, large, nodes)
+}
+
+/// A small program's solve with a branch-and-bound node limit of its own (either solver), zero
+/// gap: for the decomposition's assignment programs ([`crate::plan::assign`]).
+pub(crate) fn run_small(
+    vars: ProblemVariables,
+    objective: Expression,
+    cons: Vec<Constraint>,
+    nodes: u64,
+) -> Result<HashMap<Variable, f64>, MilpError> {
+    run_nodes(vars, objective, cons, 0.0, false, nodes).map(|x| x.0)
+}
+
+/// [`run`] with the node limit given.
+fn run_nodes(
+    vars: ProblemVariables,
+    objective: Expression,
+    cons: Vec<Constraint>,
+    scale: f64,
+    large: bool,
+    nodes: u64,
+) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
     // them (the seed's plan is the same bytes with either).
@@ -1289,7 +1316,7 @@ fn run(
             .set_option("random_seed", 0)
             .set_option("mip_rel_gap", gap)
             .set_option("mip_abs_gap", 1e-6)
-            .set_option("mip_max_nodes", HIGHS_NODE_LIMIT.saturating_mul(work as i32))
+            .set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX))
             .set_option("output_flag", false);
         for c in cons {
             m.add_constraint(c);
@@ -1320,7 +1347,7 @@ fn run(
         // The relative gap keeps the cost exact (one GPU weighs 1000 in an objective of about
         // 1000 × GPUs) and lets the solver stop before proving the tie-breaks optimal.
         let mut options = microlp::SolveOptions::default();
-        options.node_limit = Some(MICROLP_NODE_LIMIT * u64::from(work));
+        options.node_limit = Some(nodes);
         options.mip_gap = gap;
         match m.as_inner().solve_with(options) {
             Ok(outcome) => {

@@ -471,6 +471,17 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
     let guarded = assign::decompose(problem, &r.counts, &r.replicas, false)
         .or_else(|| assign::decompose_search(problem, &r.replicas, r.cost))
         .or_else(|| assign::decompose(problem, &r.counts, &r.replicas, true));
+    // Where that re-placed replicas by first fit, the MIG GPUs and replicas are assigned to
+    // nodes by a small program per pool, with the per-node spread rules as rows (it may open
+    // GPUs beyond the counts, each at its pool's price); not on large programs, whose time
+    // targets the solves would not keep.
+    let guarded =
+        if guarded.as_ref().is_none_or(|a| a.repaired > 0) && !crate::plan::problem::is_large(problem) {
+            let assigned = assign::decompose_program(problem, &r.counts, &r.replicas);
+            keep_cheaper(problem, guarded, assigned)
+        } else {
+            guarded
+        };
     // The `spread: gpu` rule on MIG is enforced at placement, against layouts not yet trimmed
     // (instances no replica will use count), so it defers replicas that the final layout would
     // take. The counts are laid out once more without it; where that layout breaks the rule,
@@ -506,7 +517,7 @@ fn lay_out_solved(
     let mut decomposed = lay_out(problem, r);
     decomposed = keep_cheaper(problem, decomposed, second.and_then(|s| lay_out(problem, s)));
     decomposed = lay_out_one_profile(problem, inputs, r, decomposed, tracer);
-    if !inputs.large && decomposed.as_ref().is_none_or(|a| a.repaired > 0) {
+    if !inputs.large && lost_against(problem, r, decomposed.as_ref()) {
         let capped = lay_out_capped(problem, inputs.goal, r, profile_rows, tracer);
         decomposed = keep_cheaper(problem, decomposed, capped);
     }
@@ -613,7 +624,7 @@ fn lay_out_capped(
             alt.cost,
             laid.as_ref().map(|a| (a.gpus_used(), a.repaired))
         );
-        let done = laid.as_ref().is_some_and(|a| a.repaired == 0);
+        let done = !lost_against(problem, &alt, laid.as_ref());
         best = keep_cheaper(problem, best, laid);
         if done {
             break;

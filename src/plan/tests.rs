@@ -375,6 +375,64 @@ fn the_optimisers_counts_for_a_spread_gpu_model_on_two_profiles_lay_out() {
     assert!(a.is_some_and(|a| a.gpus_used() == 2), "the counts do not lay out: {:?}", r.counts);
 }
 
+/// Issue 23, spread inside the optimiser: one pool of two nodes of two A100s, counted as two
+/// `3g.40gb`+`3g.40gb` GPUs and two `4g.40gb`+`3g.40gb` ones, for `s` (`spread: gpu`, three
+/// replicas on `3g.40gb`), `o` (three more) and `w` (two on `4g.40gb`). Dealt round robin, each
+/// node holds one GPU of each layout, so the device plugin could hand two `s` replicas the two
+/// `3g` instances of one GPU: one `s` replica per node, the third re-placed by first fit. The
+/// assignment program puts both `3g`+`3g` GPUs on one node (one `s`, three `o`) and both
+/// `4g`+`3g` ones on the other (two `s`, one per GPU, and `w`): every replica placed, none
+/// re-placed.
+#[test]
+fn the_assignment_program_lays_out_spread_gpu_replicas_that_dealing_cannot() {
+    use crate::plan::milp::PoolCounts;
+    use crate::plan::problem::Kind;
+    let mut s = crate::bench::model("s", 30 * 1024, 0.1, 3);
+    s.spread = crate::spec::Spread::Gpu;
+    let o = crate::bench::model("o", 30 * 1024, 0.1, 3);
+    let w = crate::bench::model("w", 30 * 1024, 0.1, 2);
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned(), "n2".to_owned()]);
+    let spec = crate::bench::spec("t", vec![pool], vec![s, o, w]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let pool = &problem.pools[0];
+    let q = |name: &str| pool.profiles.iter().position(|p| p.name == name).expect(name);
+    let (three, four) = (q("3g.40gb"), q("4g.40gb"));
+    let layout = |want: &[(usize, u8)]| {
+        pool.layouts
+            .iter()
+            .position(|l| {
+                l.counts
+                    .iter()
+                    .enumerate()
+                    .all(|(p, &c)| c == want.iter().find(|x| x.0 == p).map_or(0, |x| x.1))
+            })
+            .expect("layout")
+    };
+    let mut layouts = vec![0; pool.layouts.len()];
+    layouts[layout(&[(three, 2)])] = 2;
+    layouts[layout(&[(four, 1), (three, 1)])] = 2;
+    let counts = vec![PoolCounts { layouts, nodes: 2, ..PoolCounts::default() }];
+    let model = |name: &str| problem.models.iter().position(|m| m.name() == name).expect(name);
+    let replicas: std::collections::BTreeMap<_, _> = [
+        ((model("s"), 0, Kind::Mig(three)), 3),
+        ((model("o"), 0, Kind::Mig(three)), 3),
+        ((model("w"), 0, Kind::Mig(four)), 2),
+    ]
+    .into_iter()
+    .collect();
+    let dealt = crate::plan::assign::decompose(&problem, &counts, &replicas, true);
+    assert!(
+        dealt.is_none_or(|a| a.repaired > 0),
+        "dealing laid the counts out: the test no longer shows what the program adds"
+    );
+    let a = crate::plan::assign::decompose_program(&problem, &counts, &replicas).expect("lays out");
+    assert_eq!(a.repaired, 0);
+    assert_eq!(a.gpus_used(), 4);
+    assert!(a.pools[0].nodes.iter().all(|n| n.mig_spread_ok(&problem)));
+    assert_eq!(a.replicas, replicas);
+}
+
 #[test]
 fn spread_gpu_replicas_on_one_node_plan_on_two_gpus() {
     let spec = docs_example();

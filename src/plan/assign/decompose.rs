@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::plan::assign::{
-    Assignment, Dev, Mode, NodeA, PoolA, dev_hosts, empty, model_order, place, place_first, trim,
+    Assignment, Dev, Mode, NodeA, PoolA, dev_hosts, empty, model_order, place, place_first, place_in,
+    program, trim,
 };
 use crate::plan::layouts;
 use crate::plan::milp::PoolCounts;
@@ -47,11 +48,47 @@ pub(crate) fn decompose_deferred(
     replicas: &BTreeMap<(usize, usize, Kind), u32>,
     repair: bool,
 ) -> Option<(Assignment, Deferred)> {
-    let packed = decompose_with(problem, counts, replicas, repair, false);
+    decompose_best(problem, counts, replicas, repair, MigLay::Dealt)
+}
+
+/// [`decompose`] in repair mode, with every pool's MIG GPUs and MIG replicas assigned to nodes
+/// by a small integer program ([`program::assign_mig`]) instead of dealt round robin and placed
+/// greedily: the program writes the per-node rules of `spread: node` and of `spread: gpu` on
+/// MIG as rows, so it lays the counts out wherever some lay-out of them exists. A pool whose
+/// program is too large, or finds no solution within its node limit, is dealt as before.
+/// Costs a solve per pool with MIG replicas, so the planner calls it only where the dealt
+/// lay-out lost replicas.
+pub(crate) fn decompose_program(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+) -> Option<Assignment> {
+    decompose_best(problem, counts, replicas, true, MigLay::Program).map(|x| x.0)
+}
+
+/// How [`decompose_with`] lays MIG GPUs and replicas out on nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MigLay {
+    /// GPUs dealt round robin ([`deal_layouts`]), replicas placed greedily.
+    Dealt,
+    /// Both by [`program::assign_mig`].
+    Program,
+}
+
+/// [`decompose_deferred`] with `lay`: whole-GPU replicas packed, then balanced when that left
+/// some replica without a place.
+fn decompose_best(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+    repair: bool,
+    lay: MigLay,
+) -> Option<(Assignment, Deferred)> {
+    let packed = decompose_with(problem, counts, replicas, repair, false, lay);
     if packed.as_ref().is_some_and(|x| x.1.is_empty()) {
         return packed;
     }
-    let balanced = decompose_with(problem, counts, replicas, repair, true);
+    let balanced = decompose_with(problem, counts, replicas, repair, true, lay);
     match (packed, balanced) {
         (Some(p), Some(b)) => {
             let (pc, bc) = (p.0.cost(problem), b.0.cost(problem));
@@ -70,6 +107,7 @@ fn decompose_with(
     replicas: &BTreeMap<(usize, usize, Kind), u32>,
     repair: bool,
     balanced: bool,
+    lay: MigLay,
 ) -> Option<(Assignment, Deferred)> {
     let mut a = empty(problem, |i| {
         let p = &problem.pools[i];
@@ -84,13 +122,29 @@ fn decompose_with(
     // Replicas (model, pool, kind) the configured devices could not take, placed at the end
     // by first fit (repair mode only).
     let mut deferred: Vec<(usize, usize, Kind)> = Vec::new();
+    // Per pool (`MigLay::Program`): what its MIG lay-out starts from.
+    let mut mig_left: Vec<(usize, MigLeft)> = Vec::new();
     for (pi, (pool, c)) in problem.pools.iter().zip(counts).enumerate() {
         let pa = &mut a.pools[pi];
         let used_nodes = (c.nodes as usize).min(pa.nodes.len());
         let (class, mig_ts_class) = node_classes(pool, c, pa, used_nodes, repair)?;
         let whole = ClassedPool { problem, pi, class: &class, used_nodes, repair, balanced };
         whole.multi_gpu(pa, replicas, &mut deferred)?;
-        configure_gpus(pool, c, pa, &class, &mig_ts_class, used_nodes, repair)?;
+        let left =
+            configure_gpus(pool, c, pa, &class, &mig_ts_class, used_nodes, repair, lay == MigLay::Dealt)?;
+        if lay == MigLay::Program {
+            // The used nodes outside the MIG time-slicing class, and the pool's unused nodes.
+            let nodes = (0..pa.nodes.len())
+                .filter(|&i| {
+                    if i < used_nodes {
+                        !mig_ts_class[i]
+                    } else {
+                        pa.nodes[i].gpus.iter().all(|d| *d == Dev::Unused)
+                    }
+                })
+                .collect();
+            mig_left.push((pi, MigLeft { nodes, used_nodes, mig_ts_class, left }));
+        }
     }
     // Whole-GPU replicas are on their GPUs, except the deferred ones.
     a.replicas =
@@ -101,7 +155,21 @@ fn decompose_with(
         }
     }
     a.replicas.retain(|_, n| *n > 0);
-    place_on_configured(problem, &mut a, replicas, repair, &mut deferred)?;
+    if lay == MigLay::Dealt {
+        place_on_configured(problem, &mut a, replicas, repair, &mut deferred)?;
+    } else {
+        let (mig, rest): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            replicas.iter().map(|(&k, &n)| (k, n)).partition(|(k, _)| matches!(k.2, Kind::Mig(_)));
+        place_on_configured(problem, &mut a, &rest, repair, &mut deferred)?;
+        for (pi, lay) in mig_left {
+            let mine: BTreeMap<(usize, usize, Kind), u32> =
+                mig.iter().filter(|(k, _)| k.1 == pi).map(|(&k, &n)| (k, n)).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            lay_out_mig(problem, &mut a, pi, &lay, &mine, &mut deferred)?;
+        }
+    }
     // Repair: what found no configured room goes where first fit puts it: the optimiser's
     // choice or the model's other options (smallest first) on a configured device with room,
     // else on a grown one (extended layout, new GPU, new node).
@@ -258,10 +326,68 @@ impl ClassedPool<'_, '_> {
     }
 }
 
+/// Where one pool's MIG lay-out by the assignment program starts: the nodes that may take MIG
+/// GPUs, the nodes the counts use and those of the MIG time-slicing class (for the dealt
+/// fallback), and the counted MIG GPUs per layout not yet configured.
+struct MigLeft {
+    nodes: Vec<usize>,
+    used_nodes: usize,
+    mig_ts_class: Vec<bool>,
+    left: Vec<u64>,
+}
+
+/// Pool `pi`'s MIG GPUs (`lay.left` per layout) and MIG replicas (`mine`) laid out by the
+/// assignment program: its GPUs configured on its nodes' unused GPUs, its replicas placed on
+/// their nodes; what it leaves out is `deferred`. A pool without a program solution is dealt
+/// and placed greedily instead. `None` only where that greedy fallback ends it.
+fn lay_out_mig(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    pi: usize,
+    lay: &MigLeft,
+    mine: &BTreeMap<(usize, usize, Kind), u32>,
+    deferred: &mut Vec<(usize, usize, Kind)>,
+) -> Option<()> {
+    let demand: BTreeMap<(usize, usize), u32> = mine
+        .iter()
+        .filter_map(|(&(m, _, kind), &n)| if let Kind::Mig(q) = kind { Some(((m, q), n)) } else { None })
+        .collect();
+    let pool = problem.pools.get(pi)?;
+    let Some(plan) = program::assign_mig(problem, pi, &a.pools[pi], &lay.nodes, &lay.left, &demand) else {
+        deal_layouts(pool, &mut a.pools[pi], &lay.left, lay.used_nodes, &lay.mig_ts_class, true)?;
+        return place_on_configured(problem, a, mine, true, deferred);
+    };
+    for &(n, l, g) in &plan.gpus {
+        let (Some(layout), Some(node)) = (pool.layouts.get(l), a.pools[pi].nodes.get_mut(n)) else {
+            continue;
+        };
+        for d in node.gpus.iter_mut().filter(|d| **d == Dev::Unused).take(g as usize) {
+            *d = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
+        }
+    }
+    let mut unplaced = demand;
+    for &(n, m, q, r) in &plan.replicas {
+        for _ in 0..r {
+            if place_in(problem, a, m, pi, Kind::Mig(q), Mode::Fixed, n..n + 1) {
+                *a.replicas.entry((m, pi, Kind::Mig(q))).or_insert(0) += 1;
+                if let Some(x) = unplaced.get_mut(&(m, q)) {
+                    *x = x.saturating_sub(1);
+                }
+            }
+        }
+    }
+    for ((m, q), n) in unplaced {
+        deferred.extend(std::iter::repeat_n((m, pi, Kind::Mig(q)), n as usize));
+    }
+    Some(())
+}
+
 /// Configures one pool's time-sliced GPUs (dealt over their class's nodes) and MIG GPUs (those
 /// whose layout a node runs today stay there, the others dealt over the nodes outside the MIG
-/// time-slicing class). `None` when one finds no room and `repair` is off; with `repair`,
-/// first fit later opens what replicas still need.
+/// time-slicing class, when `deal_mig`). Returns the MIG GPUs per layout not yet configured
+/// (all of them are, when `deal_mig`). `None` when one finds no room and `repair` is off; with
+/// `repair`, first fit later opens what replicas still need.
+#[allow(clippy::too_many_arguments)]
 fn configure_gpus(
     pool: &PoolCtx<'_>,
     c: &PoolCounts,
@@ -270,7 +396,8 @@ fn configure_gpus(
     mig_ts_class: &[bool],
     used_nodes: usize,
     repair: bool,
-) -> Option<()> {
+    deal_mig: bool,
+) -> Option<Vec<u64>> {
     for (&k, &t) in &c.ts {
         for _ in 0..t {
             // Round robin over the nodes of the class, so that every such node holds one,
@@ -305,13 +432,30 @@ fn configure_gpus(
             }
         }
     }
-    // The other MIG GPUs: spread over the used nodes, the node with the most free GPUs
-    // first, so that spread models find distinct nodes.
+    if !deal_mig {
+        return Some(left);
+    }
+    deal_layouts(pool, pa, &left, used_nodes, mig_ts_class, repair)?;
+    Some(vec![0; left.len()])
+}
+
+/// Deals `left[l]` MIG GPUs of each layout `l` over the first `used_nodes` nodes outside the
+/// MIG time-slicing class, the node with the most free GPUs first, so that spread models find
+/// distinct nodes. `None` when one finds no room and `repair` is off.
+fn deal_layouts(
+    pool: &PoolCtx<'_>,
+    pa: &mut PoolA,
+    left: &[u64],
+    used_nodes: usize,
+    mig_ts_class: &[bool],
+    repair: bool,
+) -> Option<()> {
+    let used_nodes = used_nodes.min(pa.nodes.len());
     for (l, &g) in left.iter().enumerate() {
         let Some(layout) = pool.layouts.get(l) else { continue };
         for _ in 0..g {
             let dev = Dev::Mig { counts: layout.counts.clone(), tenants: Vec::new() };
-            if !deal(&mut pa.nodes[..used_nodes], |i| !mig_ts_class[i], dev) {
+            if !deal(&mut pa.nodes[..used_nodes], |i| !mig_ts_class.get(i).copied().unwrap_or(true), dev) {
                 if !repair {
                     return None;
                 }

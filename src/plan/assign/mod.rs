@@ -287,8 +287,6 @@ pub(crate) fn place(
     mode: Mode,
     node_limit: usize,
 ) -> bool {
-    let Some(pool) = problem.pools.get(pi) else { return false };
-    let spread = problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
     let Some(pa) = a.pools.get_mut(pi) else { return false };
     let mut limit = node_limit.min(pa.nodes.len());
     if mode == Mode::Grow {
@@ -297,8 +295,24 @@ pub(crate) fn place(
             limit = limit.min(first_empty + 1);
         }
     }
+    place_in(problem, a, m, pi, kind, mode, 0..limit)
+}
+
+/// [`place`] on the nodes `nodes` of pool `pi` only (an empty range when out of bounds).
+pub(crate) fn place_in(
+    problem: &Problem<'_>,
+    a: &mut Assignment,
+    m: usize,
+    pi: usize,
+    kind: Kind,
+    mode: Mode,
+    nodes: std::ops::Range<usize>,
+) -> bool {
+    let Some(pool) = problem.pools.get(pi) else { return false };
+    let spread = problem.models.get(m).map_or(Spread::None, |x| x.spec.spread);
+    let Some(pa) = a.pools.get_mut(pi) else { return false };
     let at = Placing { problem, pool, pi, m, spread, mode };
-    let nodes = &mut pa.nodes[..limit];
+    let Some(nodes) = pa.nodes.get_mut(nodes) else { return false };
     match kind {
         Kind::Whole(count) => at.whole(nodes, count as usize),
         Kind::TimeSliced(k) => at.time_sliced(nodes, k),
@@ -602,8 +616,11 @@ fn model_order(problem: &Problem<'_>) -> Vec<usize> {
 
 mod decompose;
 mod ffd;
+mod program;
 mod search;
 
-pub(crate) use decompose::{decompose, decompose_deferred, replace_mig_spread, untangle_mig_spread};
+pub(crate) use decompose::{
+    decompose, decompose_deferred, decompose_program, replace_mig_spread, untangle_mig_spread,
+};
 pub(crate) use ffd::{ffd, ffd_guided, ffd_reordered};
 pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};
