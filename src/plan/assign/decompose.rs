@@ -54,10 +54,10 @@ pub(crate) fn decompose_deferred(
 /// [`decompose`] in repair mode, with every pool's MIG GPUs and MIG replicas assigned to nodes
 /// by a small integer program ([`program::assign_mig`]) instead of dealt round robin and placed
 /// greedily: the program writes the per-node rules of `spread: node` and of `spread: gpu` on
-/// MIG as rows, so it lays the counts out wherever some lay-out of them exists. A pool whose
+/// MIG as rows, and may open GPUs beyond the counts where they have no lay-out. A pool whose
 /// program is too large, or finds no solution within its node limit, is dealt as before.
 /// Costs a solve per pool with MIG replicas, so the planner calls it only where the dealt
-/// lay-out lost replicas.
+/// lay-out lost replicas, on programs that are not large.
 pub(crate) fn decompose_program(
     problem: &Problem<'_>,
     counts: &[PoolCounts],

@@ -7,7 +7,12 @@
 //! nodes with a free instance of its profile, and `spread: gpu` on MIG wants nodes where the
 //! device plugin cannot hand two of its replicas instances of one GPU
 //! ([`super::NodeA::mig_spread_ok`]). This program writes both rules as rows over the nodes,
-//! so that the counts are laid out exactly whenever some lay-out of them exists.
+//! so that which node holds which layout is chosen with the rules in view. Where the counts
+//! have no lay-out (the optimiser's model counts nodes per profile, not which node holds
+//! which layout), it may open GPUs of any layout of the pool on the nodes' unused GPUs, each
+//! at the pool's price: it places every replica it can, then opens as few GPUs beyond the
+//! counts as it can. Its node limit may stop it short of that optimum; what it leaves out is
+//! the caller's to place.
 
 use std::collections::BTreeMap;
 
