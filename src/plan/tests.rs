@@ -236,6 +236,12 @@ proptest::proptest! {
     }
 }
 
+/// A manifest of one node of two A100s (pool `a100`, node `n1`) and `models`.
+fn one_a100_node(models: Vec<crate::spec::Model>) -> crate::spec::Spec {
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned()]);
+    crate::bench::spec("t", vec![pool], models)
+}
+
 /// `fleet-100-priced` (HiGHS): the optimiser's counts laid out without the placement-time
 /// check put a `spread: gpu` model on `1g.10gb` and `2g.20gb` instances of one node where a GPU
 /// holds one of each (the device plugin may then hand both replicas that GPU). Trading the
@@ -248,8 +254,7 @@ fn untangling_trades_instances_until_spread_gpu_replicas_cannot_share_a_gpu() {
     let mut s = crate::bench::model("s", 4 * 1024, 0.1, 2);
     s.spread = crate::spec::Spread::Gpu;
     let x = crate::bench::model("x", 15 * 1024, 0.1, 2);
-    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned()]);
-    let spec = crate::bench::spec("t", vec![pool], vec![s, x]);
+    let spec = one_a100_node(vec![s, x]);
     let catalog = Catalog::builtin();
     let problem = crate::plan::problem::build(&spec, &catalog);
     let names: Vec<&str> = problem.pools[0].profiles.iter().map(|p| p.name.as_str()).collect();
@@ -431,6 +436,48 @@ fn the_assignment_program_lays_out_spread_gpu_replicas_that_dealing_cannot() {
     assert_eq!(a.gpus_used(), 4);
     assert!(a.pools[0].nodes.iter().all(|n| n.mig_spread_ok(&problem)));
     assert_eq!(a.replicas, replicas);
+}
+
+/// One node of two A100s; counts of one `7×1g` GPU for seven `1g` replicas, two of them of the
+/// `spread: gpu` model `s`. No lay-out keeps both `s` replicas on `1g`: the node's `7×1g` GPU
+/// lets the device plugin hand them two instances of it, and without that GPU `o`'s five find
+/// no room. The program on the counted profiles places six (the seventh re-placed by first
+/// fit); allowed `s`'s other profiles, it opens a second GPU for one `s` replica on a profile
+/// that no GPU of the node holds beside `1g`, and places all seven.
+#[test]
+fn the_assignment_program_moves_a_spread_gpu_model_to_another_profile() {
+    use crate::plan::milp::PoolCounts;
+    use crate::plan::problem::Kind;
+    let mut s = crate::bench::model("s", 8 * 1024, 0.1, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let o = crate::bench::model("o", 8 * 1024, 0.1, 5);
+    let spec = one_a100_node(vec![s, o]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let pool = &problem.pools[0];
+    let one = pool.profiles.iter().position(|p| p.name == "1g.10gb").expect("1g.10gb");
+    let dense = pool
+        .layouts
+        .iter()
+        .position(|l| l.counts.iter().enumerate().all(|(p, &c)| c == if p == one { 7 } else { 0 }))
+        .expect("7×1g");
+    let mut layouts = vec![0; pool.layouts.len()];
+    layouts[dense] = 1;
+    let counts = vec![PoolCounts { layouts, nodes: 1, ..PoolCounts::default() }];
+    let model = |name: &str| problem.models.iter().position(|m| m.name() == name).expect(name);
+    let replicas: std::collections::BTreeMap<_, _> =
+        [((model("s"), 0, Kind::Mig(one)), 2), ((model("o"), 0, Kind::Mig(one)), 5)].into_iter().collect();
+    let dealt = crate::plan::assign::decompose(&problem, &counts, &replicas, true);
+    assert!(dealt.is_none_or(|a| a.repaired > 0), "dealing laid the counts out");
+    let a = crate::plan::assign::decompose_program(&problem, &counts, &replicas).expect("lays out");
+    assert_eq!(a.repaired, 0, "{:?}", a.replicas);
+    assert_eq!(a.gpus_used(), 2);
+    assert!(a.pools[0].nodes.iter().all(|n| n.mig_spread_ok(&problem)));
+    let on = |m: &str, k: Kind| a.replicas.get(&(model(m), 0, k)).copied().unwrap_or(0);
+    assert_eq!(on("o", Kind::Mig(one)), 5);
+    assert_eq!(on("s", Kind::Mig(one)), 1, "{:?}", a.replicas);
+    let s_total: u32 = a.replicas.iter().filter(|(k, _)| k.0 == model("s")).map(|(_, &n)| n).sum();
+    assert_eq!(s_total, 2);
 }
 
 #[test]

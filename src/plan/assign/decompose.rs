@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::plan::assign::program::Profiles;
 use crate::plan::assign::{
     Assignment, Dev, Mode, NodeA, PoolA, dev_hosts, empty, model_order, place, place_first, place_in,
     program, trim,
@@ -353,7 +354,19 @@ fn lay_out_mig(
         .filter_map(|(&(m, _, kind), &n)| if let Kind::Mig(q) = kind { Some(((m, q), n)) } else { None })
         .collect();
     let pool = problem.pools.get(pi)?;
-    let Some(plan) = program::assign_mig(problem, pi, &a.pools[pi], &lay.nodes, &lay.left, &demand) else {
+    let assign =
+        |profiles| program::assign_mig(problem, pi, &a.pools[pi], &lay.nodes, &lay.left, &demand, profiles);
+    let mut plan = assign(Profiles::Counted);
+    // Where the optimiser's profiles leave replicas out or need GPUs beyond the counts, the
+    // models may move to other profiles.
+    let total: u64 = demand.values().map(|&n| u64::from(n)).sum();
+    if plan.as_ref().is_none_or(|p| p.placed < total || p.opened > 0)
+        && let Some(any) = assign(Profiles::Any)
+        && plan.as_ref().is_none_or(|p| any.beats(p))
+    {
+        plan = Some(any);
+    }
+    let Some(plan) = plan else {
         deal_layouts(pool, &mut a.pools[pi], &lay.left, lay.used_nodes, &lay.mig_ts_class, true)?;
         return place_on_configured(problem, a, mine, true, deferred);
     };
@@ -370,8 +383,14 @@ fn lay_out_mig(
         for _ in 0..r {
             if place_in(problem, a, m, pi, Kind::Mig(q), Mode::Fixed, n..n + 1) {
                 *a.replicas.entry((m, pi, Kind::Mig(q))).or_insert(0) += 1;
-                if let Some(x) = unplaced.get_mut(&(m, q)) {
-                    *x = x.saturating_sub(1);
+                // A replica moved to another profile counts against one of its model's others.
+                let key = if unplaced.get(&(m, q)).is_some_and(|&x| x > 0) {
+                    Some((m, q))
+                } else {
+                    unplaced.iter().find(|(k, x)| k.0 == m && **x > 0).map(|(&k, _)| k)
+                };
+                if let Some(x) = key.and_then(|k| unplaced.get_mut(&k)) {
+                    *x -= 1;
                 }
             }
         }

@@ -20,7 +20,7 @@ use good_lp::{Constraint, Expression, ProblemVariables, Variable, variable};
 
 use crate::plan::assign::{Dev, PoolA};
 use crate::plan::milp;
-use crate::plan::problem::{PoolCtx, Problem};
+use crate::plan::problem::{Kind, Need, PoolCtx, Problem};
 use crate::spec::Spread;
 
 /// What [`assign_mig`] decided for one pool.
@@ -30,6 +30,26 @@ pub(super) struct MigPlan {
     pub gpus: Vec<(usize, usize, u64)>,
     /// (node, model, profile, replicas): MIG replicas to place on a node.
     pub replicas: Vec<(usize, usize, usize, u32)>,
+    /// Replicas placed, and GPUs opened beyond the counts (the program's two objectives).
+    pub placed: u64,
+    pub opened: u64,
+}
+
+impl MigPlan {
+    /// Whether this plan beats `other`: more replicas placed, or as many on fewer GPUs opened.
+    pub(super) fn beats(&self, other: &MigPlan) -> bool {
+        (self.placed, std::cmp::Reverse(self.opened)) > (other.placed, std::cmp::Reverse(other.opened))
+    }
+}
+
+/// Which profiles [`assign_mig`] may give a model's MIG replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Profiles {
+    /// The optimiser's: each (model, profile) of the demand keeps its replicas.
+    Counted,
+    /// Any MIG profile of the pool among the model's options, for models with a fixed number
+    /// of replicas (a rate model's replicas depend on the option, so it keeps the optimiser's).
+    Any,
 }
 
 /// Programs with more variables than this are not written (the decomposition deals instead).
@@ -52,6 +72,10 @@ const NODE_LIMIT: u64 = 2_000;
 ///   node holds two `q` instances, and replicas on `q` and `q′` only if none holds both (the
 ///   rule of [`super::NodeA::mig_spread_ok`], on the layouts as configured).
 ///
+/// With [`Profiles::Any`] a fixed-demand model's replicas of the pool may take any of its MIG
+/// options there (each is admitted for the model: memory, compute, latency), so that a
+/// `spread` model the counts put on a profile its nodes cannot hold apart moves to another.
+///
 /// `None` when the program is too large or the solver gives no solution; the caller then
 /// deals the GPUs as before. Replicas the returned plan leaves out are the caller's to place.
 pub(super) fn assign_mig(
@@ -61,13 +85,15 @@ pub(super) fn assign_mig(
     eligible: &[usize],
     left: &[u64],
     demand: &BTreeMap<(usize, usize), u32>,
+    profiles: Profiles,
 ) -> Option<MigPlan> {
     let pool = problem.pools.get(pi)?;
-    // Every layout that holds a profile some replica uses.
+    let (keys, group, totals) = demand_groups(problem, pi, demand, profiles);
+    // Every layout that holds a profile some replica may use.
     let layouts: Vec<usize> = (0..pool.layouts.len())
-        .filter(|&l| demand.keys().any(|&(_, q)| pool.layouts[l].counts.get(q).is_some_and(|&c| c > 0)))
+        .filter(|&l| keys.iter().any(|&(_, q)| pool.layouts[l].counts.get(q).is_some_and(|&c| c > 0)))
         .collect();
-    if eligible.len() * (2 * layouts.len() + 2 * demand.len()) + layouts.len() > MAX_VARIABLES {
+    if eligible.len() * (2 * layouts.len() + 2 * keys.len()) + layouts.len() > MAX_VARIABLES {
         return None;
     }
     let at = Pool {
@@ -76,8 +102,9 @@ pub(super) fn assign_mig(
         pa,
         eligible,
         left,
-        demand,
-        keys: demand.keys().copied().collect(),
+        keys,
+        group,
+        totals,
         free: eligible
             .iter()
             .map(|&n| pa.nodes[n].gpus.iter().filter(|d| **d == Dev::Unused).count() as u64)
@@ -97,33 +124,86 @@ pub(super) fn assign_mig(
     let mut p = Written { vars: ProblemVariables::new(), cons: Vec::new(), y: Vec::new(), x: Vec::new() };
     let placed = at.variables(&mut p);
     let opened = at.opened(&mut p);
-    // One replica placed outweighs every GPU the pool's nodes could open.
+    let moved = at.moved(&mut p, demand);
+    // One replica placed outweighs every GPU the pool's nodes could open; one GPU outweighs
+    // every replica moved off its counted profile.
     let weight = pool.weight.max(f64::MIN_POSITIVE);
     let replica = weight * (at.free.iter().sum::<u64>() as f64 + 1.0);
+    let shift = weight / (f64::from(at.totals.iter().sum::<u32>()) + 1.0);
     at.instance_rows(&mut p);
     at.spread_node_rows(&mut p);
     for i in 0..eligible.len() {
         at.spread_gpu_rows(&mut p, i);
     }
     let Written { vars, cons, y, x } = p;
-    let values = milp::run_small(vars, weight * opened - replica * placed, cons, NODE_LIMIT).ok()?;
+    let values =
+        milp::run_small(vars, weight * opened + shift * moved - replica * placed, cons, NODE_LIMIT).ok()?;
     let read = |v: &Variable| values.get(v).map_or(0, |x| x.round().max(0.0) as u64);
     let mut plan = MigPlan::default();
+    let mut configured = vec![0u64; at.layouts.len()];
     for (i, &n) in eligible.iter().enumerate() {
         for (j, &l) in at.layouts.iter().enumerate() {
             let g = read(&y[i][j]);
             if g > 0 {
                 plan.gpus.push((n, l, g));
+                configured[j] += g;
             }
         }
         for (k, &(m, q)) in at.keys.iter().enumerate() {
-            let r = u32::try_from(read(&x[i][k])).unwrap_or(u32::MAX);
+            let r = read(&x[i][k]);
             if r > 0 {
-                plan.replicas.push((n, m, q, r));
+                plan.replicas.push((n, m, q, u32::try_from(r).unwrap_or(u32::MAX)));
+                plan.placed += r;
             }
         }
     }
+    plan.opened = at.layouts.iter().zip(configured).map(|(&l, g)| g.saturating_sub(at.left[l])).sum();
     Some(plan)
+}
+
+/// The program's (model, profile) keys, each key's demand group, and each group's replicas:
+/// with [`Profiles::Counted`] one group a key; with [`Profiles::Any`] a fixed-demand model's
+/// keys are all its MIG options in pool `pi`, in one group holding its replicas there.
+fn demand_groups(
+    problem: &Problem<'_>,
+    pi: usize,
+    demand: &BTreeMap<(usize, usize), u32>,
+    profiles: Profiles,
+) -> (Vec<(usize, usize)>, Vec<usize>, Vec<u32>) {
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    let mut group: Vec<usize> = Vec::new();
+    let mut totals: Vec<u32> = Vec::new();
+    let mut of_model: BTreeMap<usize, usize> = BTreeMap::new();
+    for (&(m, q), &n) in demand {
+        let flexible = profiles == Profiles::Any
+            && problem.models.get(m).is_some_and(|x| matches!(x.need, Need::Replicas(_)));
+        if !flexible {
+            keys.push((m, q));
+            group.push(totals.len());
+            totals.push(n);
+            continue;
+        }
+        if let Some(&g) = of_model.get(&m) {
+            totals[g] += n;
+            continue;
+        }
+        let g = totals.len();
+        of_model.insert(m, g);
+        totals.push(n);
+        for o in problem.models[m].options.iter().filter(|o| o.pool == pi) {
+            if let Kind::Mig(q2) = o.kind
+                && !keys.contains(&(m, q2))
+            {
+                keys.push((m, q2));
+                group.push(g);
+            }
+        }
+        if !keys.contains(&(m, q)) {
+            keys.push((m, q));
+            group.push(g);
+        }
+    }
+    (keys, group, totals)
 }
 
 /// One pool's data for [`assign_mig`]; node `i` is `eligible[i]`.
@@ -133,10 +213,12 @@ struct Pool<'a, 'p> {
     pa: &'a PoolA,
     eligible: &'a [usize],
     left: &'a [u64],
-    demand: &'a BTreeMap<(usize, usize), u32>,
-    /// The layouts with GPUs left, and the (model, profile) keys of `demand`.
+    /// The layouts with GPUs left, the (model, profile) keys, each key's demand group and each
+    /// group's replicas ([`demand_groups`]).
     layouts: Vec<usize>,
     keys: Vec<(usize, usize)>,
+    group: Vec<usize>,
+    totals: Vec<u32>,
     /// Per node: unused GPUs, and the counts of the MIG GPUs it already holds.
     free: Vec<u64>,
     fixed: Vec<Vec<&'a Vec<u8>>>,
@@ -166,8 +248,9 @@ impl Pool<'_, '_> {
         self.problem.models.get(m).map_or(Spread::None, |x| x.spec.spread)
     }
 
+    /// The replicas key `k` may take: its group's.
     fn replicas(&self, k: usize) -> f64 {
-        f64::from(self.demand[&self.keys[k]])
+        f64::from(self.totals[self.group[k]])
     }
 
     /// The variables `y` and `x` with their bounds (a node's free GPUs, a key's replicas; a
@@ -196,9 +279,12 @@ impl Pool<'_, '_> {
             p.x.push(row);
         }
         let mut placed = Expression::from(0.0);
-        for k in 0..self.keys.len() {
-            let sum: Expression = p.x.iter().map(|row| row[k]).sum();
-            p.cons.push(sum.clone().leq(self.replicas(k)));
+        for (g, &total) in self.totals.iter().enumerate() {
+            let sum: Expression = (0..self.keys.len())
+                .filter(|&k| self.group[k] == g)
+                .flat_map(|k| p.x.iter().map(move |row| row[k]))
+                .sum();
+            p.cons.push(sum.clone().leq(f64::from(total)));
             placed += sum;
         }
         placed
@@ -214,6 +300,23 @@ impl Pool<'_, '_> {
             opened += e;
         }
         opened
+    }
+
+    /// The replicas beyond the optimiser's on a key of a group with several keys: per key,
+    /// `e ≥ Σ_i x[i][k] − demand(k)`, `e ≥ 0` (so that a model leaves its counted profile
+    /// only where that saves a GPU or places a replica).
+    fn moved(&self, p: &mut Written, demand: &BTreeMap<(usize, usize), u32>) -> Expression {
+        let mut moved = Expression::from(0.0);
+        for (k, key) in self.keys.iter().enumerate() {
+            if self.group.iter().filter(|&&g| g == self.group[k]).count() < 2 {
+                continue;
+            }
+            let e = p.vars.add(variable().min(0));
+            let sum: Expression = p.x.iter().map(|row| row[k]).sum();
+            p.cons.push((sum - e).leq(f64::from(demand.get(key).copied().unwrap_or(0))));
+            moved += e;
+        }
+        moved
     }
 
     /// A node's replicas of a profile within the instances its GPUs hold.
