@@ -236,6 +236,17 @@ proptest::proptest! {
     }
 }
 
+/// The index of the layout of `pool` holding exactly `want` ((profile, instances); every other
+/// profile none).
+fn layout_of(pool: &crate::plan::problem::PoolCtx<'_>, want: &[(usize, u8)]) -> usize {
+    pool.layouts
+        .iter()
+        .position(|l| {
+            l.counts.iter().enumerate().all(|(p, &c)| c == want.iter().find(|x| x.0 == p).map_or(0, |x| x.1))
+        })
+        .expect("layout")
+}
+
 /// A manifest of one node of two A100s (pool `a100`, node `n1`) and `models`.
 fn one_a100_node(models: Vec<crate::spec::Model>) -> crate::spec::Spec {
     let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned()]);
@@ -403,20 +414,9 @@ fn the_assignment_program_lays_out_spread_gpu_replicas_that_dealing_cannot() {
     let pool = &problem.pools[0];
     let q = |name: &str| pool.profiles.iter().position(|p| p.name == name).expect(name);
     let (three, four) = (q("3g.40gb"), q("4g.40gb"));
-    let layout = |want: &[(usize, u8)]| {
-        pool.layouts
-            .iter()
-            .position(|l| {
-                l.counts
-                    .iter()
-                    .enumerate()
-                    .all(|(p, &c)| c == want.iter().find(|x| x.0 == p).map_or(0, |x| x.1))
-            })
-            .expect("layout")
-    };
     let mut layouts = vec![0; pool.layouts.len()];
-    layouts[layout(&[(three, 2)])] = 2;
-    layouts[layout(&[(four, 1), (three, 1)])] = 2;
+    layouts[layout_of(pool, &[(three, 2)])] = 2;
+    layouts[layout_of(pool, &[(four, 1), (three, 1)])] = 2;
     let counts = vec![PoolCounts { layouts, nodes: 2, ..PoolCounts::default() }];
     let model = |name: &str| problem.models.iter().position(|m| m.name() == name).expect(name);
     let replicas: std::collections::BTreeMap<_, _> = [
@@ -456,13 +456,8 @@ fn the_assignment_program_moves_a_spread_gpu_model_to_another_profile() {
     let problem = crate::plan::problem::build(&spec, &catalog);
     let pool = &problem.pools[0];
     let one = pool.profiles.iter().position(|p| p.name == "1g.10gb").expect("1g.10gb");
-    let dense = pool
-        .layouts
-        .iter()
-        .position(|l| l.counts.iter().enumerate().all(|(p, &c)| c == if p == one { 7 } else { 0 }))
-        .expect("7×1g");
     let mut layouts = vec![0; pool.layouts.len()];
-    layouts[dense] = 1;
+    layouts[layout_of(pool, &[(one, 7)])] = 1;
     let counts = vec![PoolCounts { layouts, nodes: 1, ..PoolCounts::default() }];
     let model = |name: &str| problem.models.iter().position(|m| m.name() == name).expect(name);
     let replicas: std::collections::BTreeMap<_, _> =
