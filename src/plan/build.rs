@@ -21,7 +21,8 @@ use crate::spec::Keyword;
 pub(crate) struct Figures {
     /// No plan the verifier accepts beats it.
     pub valid: LowerBound,
-    /// No plan of the planner's model beats it (the LP relaxation of GPUs, and of cost).
+    /// No plan of the planner's model beats it (the LP relaxations of GPUs and of cost, or the
+    /// program's proven optimum: `plan::proven_bounds`).
     pub model: LowerBound,
     /// Whether the solver proved the plan optimal for the full program.
     pub solver_proved: bool,

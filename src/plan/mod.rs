@@ -259,7 +259,8 @@ pub struct GpuFigures {
     /// No plan that gpuplan's verifier accepts uses fewer GPUs than this.
     pub lower_bound: u32,
     /// No plan of the planner's model uses fewer GPUs (the LP relaxation of its program and
-    /// its options' sizes); plans outside the model may.
+    /// its options' sizes, or the program's optimum where the solver proved it); plans
+    /// outside the model may.
     pub model_lower_bound: u32,
     /// GPUs if every replica had its own whole GPU(s).
     #[serde(rename = "oneGpuPerReplica")]
@@ -279,7 +280,8 @@ pub struct CostFigures {
     /// (then the planner minimises cost, and this is the bound to compare it with).
     #[serde(rename = "costLowerBoundPerHour")]
     pub lower_bound: Option<f64>,
-    /// No plan of the planner's model costs less per hour (the LP relaxation of cost).
+    /// No plan of the planner's model costs less per hour (the LP relaxation of cost, or the
+    /// program's optimum where the solver proved it with a zero gap).
     #[serde(rename = "modelCostLowerBoundPerHour")]
     pub model_lower_bound: Option<f64>,
     /// Cost per hour of the first-fit-decreasing plan, when every pool has a price.
@@ -444,7 +446,8 @@ pub fn plan_traced(
     let plain = plain_spec.as_ref().map(|s| problem::build(s, catalog));
     let solved = solve(&problem, &valid, plain.as_ref(), &mut tracer)?;
     let Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound } = solved;
-    let strategy::Candidate { assignment, method, proved: solver_proved, searched } = candidate;
+    let strategy::Candidate { assignment, method, proved: solver_proved, searched, proven } = candidate;
+    let (lower_bound, cost_bound) = proven_bounds(&problem, &assignment, proven, lower_bound, cost_bound);
     // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
     let ffd_gpus =
         ffd_gpus.or_else(|| searched.then(|| u32::try_from(assignment.gpus_used()).unwrap_or(u32::MAX)));
@@ -459,6 +462,28 @@ pub fn plan_traced(
     };
     build::build(&problem, &assignment, &figures)
         .map_err(|e| Diagnostics::from_iter([Diagnostic::error(codes::PLANNER_FAILED, e)]))
+}
+
+/// The planner-model bounds (`gpus`, `cost` per hour) raised to the full program's optimum
+/// where the solver proved one (`proven`, in relative weights; [`strategy::Candidate::proven`]):
+/// no plan of the planner's model does better than that optimum, whether or not the plan's
+/// lay-out reaches it. Not where the plan does better (a plan made outside the model, by first
+/// fit or a search, shows the program is not a relaxation there): the relaxation's bounds stay.
+fn proven_bounds(
+    problem: &problem::Problem<'_>,
+    a: &assign::Assignment,
+    proven: Option<f64>,
+    gpus: u32,
+    cost: Option<f64>,
+) -> (u32, Option<f64>) {
+    let Some(optimum) = proven else { return (gpus, cost) };
+    if a.cost(problem) < optimum - 1e-6 * optimum.max(1.0) {
+        return (gpus, cost);
+    }
+    match problem.unit_price {
+        None => (gpus.max((optimum - 1e-6).ceil().max(0.0) as u32), cost),
+        Some(unit) => (gpus, cost.map(|c| c.max((optimum * unit * 1e6).round() / 1e6))),
+    }
 }
 
 /// The cascade's plan for one problem, with the figures the plan reports about how it was made.

@@ -39,11 +39,15 @@ pub(crate) struct Candidate {
     pub proved: bool,
     /// Whether a first-fit search made it (it then stands for the first-fit figure).
     pub searched: bool,
+    /// The full program's optimum (cost in relative weights: GPUs when unpriced) where the
+    /// solver proved it (unpinned, uncapped, within a gap that keeps the cost exact), whether
+    /// or not this plan reaches it: no plan of the planner's model does better.
+    pub proven: Option<f64>,
 }
 
 impl Candidate {
     fn new(assignment: Assignment, method: Method) -> Self {
-        Candidate { assignment, method, proved: false, searched: false }
+        Candidate { assignment, method, proved: false, searched: false, proven: None }
     }
 }
 
@@ -275,11 +279,13 @@ pub(crate) fn without_mps(
     if !cheaper(problem, &p.assignment, &c.assignment) {
         return c;
     }
+    // `c.proven` stays: the optimum of this problem's program, not of the one without MPS.
     Candidate {
         assignment: p.assignment,
         method: Method::Then { first: Box::new(c.method), by: Step::WithoutMps },
         proved: false,
         searched: p.searched,
+        proven: c.proven,
     }
 }
 
@@ -299,7 +305,11 @@ fn relaxation_laid_out(
     tracer: &mut Tracer<'_>,
 ) -> Option<(Assignment, f64)> {
     let (lp, pref) = inputs.guide.zip(inputs.preferred.as_ref())?;
-    let a = assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true)?;
+    let a = assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true);
+    if a.is_none() {
+        tr!(tracer, "relaxation laid out: no plan (first fit found no room for what its counts left)");
+    }
+    let a = a?;
     tr!(
         tracer,
         "relaxation laid out: {} GPUs, cost {:.3}, {} replica(s) placed by first fit",
@@ -321,6 +331,12 @@ fn guided(
 ) -> Candidate {
     let Some(pref) = &inputs.preferred else { return o };
     let ffd_guided = assign::ffd_guided(problem, pref).map(|a| (a, Step::FfdGuided));
+    tr!(
+        tracer,
+        "{}: {:?}",
+        Step::FfdGuided.what(),
+        ffd_guided.as_ref().map(|(a, _)| format!("{} GPUs, cost {:.3}", a.gpus_used(), a.cost(problem)))
+    );
     let best = keep_cheaper_by(problem, laid_out.map(|a| (a, Step::RelaxationLaidOut)), ffd_guided, |x| &x.0);
     if let Some((g, by)) = best
         && cheaper(problem, &g, &o.assignment)
@@ -386,7 +402,8 @@ fn optimise(
                     a.repaired
                 ))
             );
-            judge(problem, inputs, &r, decomposed, ffd, tracer)
+            let proven = r.optimal.then_some(r.cost);
+            judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, ..c })
         }
         (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),

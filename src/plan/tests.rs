@@ -475,6 +475,33 @@ fn the_assignment_program_moves_a_spread_gpu_model_to_another_profile() {
     assert_eq!(s_total, 2);
 }
 
+/// The model bounds are raised to the solver's proven optimum where the plan does not undercut
+/// it (its counts may not lay out, the plan above), kept where the plan does better (made
+/// outside the model) or nothing is proven; on priced pools the cost bound is raised and the
+/// GPU one kept (the program minimised cost, not GPUs).
+#[test]
+fn a_proven_optimum_raises_the_model_bounds_unless_the_plan_undercuts_it() {
+    let spec = one_a100_node(vec![crate::bench::model("o", 8 * 1024, 0.1, 5)]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let a = crate::plan::assign::ffd(&problem).expect("first fit plans");
+    assert_eq!(a.gpus_used(), 1);
+    assert_eq!(super::proven_bounds(&problem, &a, Some(1.0), 0, None), (1, None));
+    assert_eq!(super::proven_bounds(&problem, &a, Some(0.5), 0, None), (1, None));
+    assert_eq!(super::proven_bounds(&problem, &a, Some(1.0), 3, None), (3, None));
+    assert_eq!(super::proven_bounds(&problem, &a, Some(2.0), 0, None), (0, None));
+    assert_eq!(super::proven_bounds(&problem, &a, None, 0, None), (0, None));
+    let mut priced = spec.clone();
+    priced.pools[0].cost_per_gpu_hour = Some(2.4);
+    let problem = crate::plan::problem::build(&priced, &catalog);
+    let a = crate::plan::assign::ffd(&problem).expect("first fit plans");
+    let (gpus, cost) = super::proven_bounds(&problem, &a, Some(a.cost(&problem)), 0, Some(1.0));
+    assert_eq!(gpus, 0);
+    assert!(cost.is_some_and(|c| (c - 2.4).abs() < 1e-9), "{cost:?}");
+    let kept = super::proven_bounds(&problem, &a, Some(2.0 * a.cost(&problem)), 0, Some(1.0));
+    assert_eq!(kept, (0, Some(1.0)));
+}
+
 #[test]
 fn spread_gpu_replicas_on_one_node_plan_on_two_gpus() {
     let spec = docs_example();
@@ -621,6 +648,7 @@ fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans
         method: Method::FfdKeptNoSolution,
         proved,
         searched: false,
+        proven: None,
     };
     let plain_plan = || Some(Candidate { method: Method::FfdBeatOptimiser, ..candidate(&good, true) });
     let kept =

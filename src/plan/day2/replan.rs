@@ -166,9 +166,16 @@ fn replan_with(
     trim_autoscaled(&problem, &mut a);
     let scratch_plan = scratch.get().as_ref().ok().cloned();
     let scratch_ref = scratch_plan.as_ref();
+    let valid = scratch_ref.map(|p| p.quality.valid_bound()).unwrap_or_default();
+    let model = scratch_ref.map(|p| p.quality.model_bound()).unwrap_or_default();
+    // The from-scratch plan's model bound holds for the plans of its model; a kept plan that
+    // does better (its layouts are the cluster's, not the model's) is judged by the valid one.
+    let cost = problem.unit_price.map(|unit| a.cost(&problem) * unit);
+    let undercuts = a.gpus_used() < u64::from(model.gpus)
+        || cost.zip(model.cost_per_hour).is_some_and(|(c, m)| c < m * (1.0 - 1e-6));
     let fig = Figures {
-        valid: scratch_ref.map(|p| p.quality.valid_bound()).unwrap_or_default(),
-        model: scratch_ref.map(|p| p.quality.model_bound()).unwrap_or_default(),
+        model: if undercuts { valid } else { model },
+        valid,
         // A kept plan is not what a solver proved optimal, whatever its count.
         solver_proved: false,
         // First fit is a from-scratch baseline: a kept plan is judged by the price of stability
