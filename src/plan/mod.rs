@@ -477,7 +477,7 @@ fn proven_bounds(
     cost: Option<f64>,
 ) -> (u32, Option<f64>) {
     let Some(optimum) = proven else { return (gpus, cost) };
-    if a.cost(problem) < optimum - 1e-6 * optimum.max(1.0) {
+    if a.cost(problem) < optimum - COST_TOLERANCE * optimum.max(1.0) {
         return (gpus, cost);
     }
     match problem.unit_price {

@@ -305,11 +305,10 @@ fn relaxation_laid_out(
     tracer: &mut Tracer<'_>,
 ) -> Option<(Assignment, f64)> {
     let (lp, pref) = inputs.guide.zip(inputs.preferred.as_ref())?;
-    let a = assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true);
-    if a.is_none() {
+    let Some(a) = assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true) else {
         tr!(tracer, "relaxation laid out: no plan (first fit found no room for what its counts left)");
-    }
-    let a = a?;
+        return None;
+    };
     tr!(
         tracer,
         "relaxation laid out: {} GPUs, cost {:.3}, {} replica(s) placed by first fit",

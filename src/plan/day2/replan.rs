@@ -172,7 +172,7 @@ fn replan_with(
     // does better (its layouts are the cluster's, not the model's) is judged by the valid one.
     let cost = problem.unit_price.map(|unit| a.cost(&problem) * unit);
     let undercuts = a.gpus_used() < u64::from(model.gpus)
-        || cost.zip(model.cost_per_hour).is_some_and(|(c, m)| c < m * (1.0 - 1e-6));
+        || cost.zip(model.cost_per_hour).is_some_and(|(c, m)| c < m * (1.0 - crate::plan::COST_TOLERANCE));
     let fig = Figures {
         model: if undercuts { valid } else { model },
         valid,
