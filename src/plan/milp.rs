@@ -1266,10 +1266,22 @@ fn run(
     work: u32,
 ) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
     #[cfg(feature = "highs")]
-    let nodes = u64::try_from(HIGHS_NODE_LIMIT.saturating_mul(work as i32)).unwrap_or(u64::MAX);
+    let nodes = highs_node_limit(vars.len(), large, work);
     #[cfg(not(feature = "highs"))]
     let nodes = MICROLP_NODE_LIMIT * u64::from(work);
     run_nodes(vars, objective, cons, scale, large, nodes)
+}
+
+/// HiGHS's node limit on a program of `columns` columns: [`HIGHS_NODE_LIMIT`], on a large
+/// program at most [`LARGE_COLUMN_NODES`] ÷ `columns` (at least one node); times `work`.
+#[cfg(feature = "highs")]
+pub(crate) fn highs_node_limit(columns: usize, large: bool, work: u32) -> u64 {
+    let mut nodes = u64::try_from(HIGHS_NODE_LIMIT).unwrap_or(u64::MAX);
+    if large {
+        let columns = u64::try_from(columns).unwrap_or(u64::MAX).max(1);
+        nodes = nodes.min((LARGE_COLUMN_NODES / columns).max(1));
+    }
+    nodes.saturating_mul(u64::from(work))
 }
 
 /// A small program's solve with a branch-and-bound node limit of its own (either solver), zero
@@ -1385,6 +1397,18 @@ const EXACT_BELOW_VARIABLES: usize = 120;
 /// Branch-and-bound nodes HiGHS may explore.
 #[cfg(feature = "highs")]
 const HIGHS_NODE_LIMIT: i32 = 50_000;
+
+/// Branch-and-bound nodes × columns HiGHS may explore on a large program: the node limit
+/// there is this divided by the program's columns (at least one node, at most
+/// [`HIGHS_NODE_LIMIT`]), a count of work that grows with the program instead of a clock. Past
+/// its root (presolve, cuts, the heuristics that find its plans) each node of a large program
+/// re-solves an LP of thousands of columns, and the 0.2% gap of [`LARGE_RELATIVE_GAP`] may
+/// never close when the plan is one GPU above an LP bound with a fractional part: on a
+/// 1,024-GPU stress fleet (5,881 columns) HiGHS found its plan at the root after 25 s and then
+/// explored 1,091 nodes in the next 90 s without a better one (docs/benchmarks.md). 600,000
+/// leaves that program 102 nodes and a 10,000-GPU one of 60,000 columns 10.
+#[cfg(feature = "highs")]
+const LARGE_COLUMN_NODES: u64 = 600_000;
 
 /// Branch-and-bound nodes the pure-Rust fallback may explore.
 #[cfg(not(feature = "highs"))]

@@ -26,6 +26,13 @@ use crate::spec::{Keyword, Spec};
 /// on nodes is kept without running the optimiser (half the 2% quality target of DESIGN.md).
 pub(crate) const RELAXATION_PLAN_GAP: f64 = 0.01;
 
+/// How much more than the optimiser's counts a large program's lay-out may cost before the
+/// assignment program ([`assign::decompose_program`]) is run on it: half the 2% quality
+/// target, so that its time is spent where the plan would otherwise be near the target's
+/// edge (issue 23: a 1,024-GPU stress fleet, counts of 448 GPUs laid out on 458, 453 with the
+/// program, 26 s more; docs/benchmarks.md).
+const LARGE_LAY_OUT_LOSS: f64 = 0.01;
+
 /// Costs closer than this are equal: a later candidate replaces an earlier one only when it is
 /// cheaper by more (ties go to the earlier step of the cascade).
 const COST_EPSILON: f64 = 1e-9;
@@ -489,15 +496,19 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
         .or_else(|| assign::decompose(problem, &r.counts, &r.replicas, true));
     // Where that re-placed replicas by first fit, the MIG GPUs and replicas are assigned to
     // nodes by a small program per pool, with the per-node spread rules as rows (it may open
-    // GPUs beyond the counts, each at its pool's price); not on large programs, whose time
-    // targets the solves would not keep.
-    let guarded =
-        if guarded.as_ref().is_none_or(|a| a.repaired > 0) && !crate::plan::problem::is_large(problem) {
-            let assigned = assign::decompose_program(problem, &r.counts, &r.replicas);
-            keep_cheaper(problem, guarded, assigned)
-        } else {
-            guarded
-        };
+    // GPUs beyond the counts, each at its pool's price); on large programs, whose time
+    // targets the solves would not keep, only where there is no lay-out or it lost more than
+    // [`LARGE_LAY_OUT_LOSS`] against the counts.
+    let at_risk = |a: &Assignment| {
+        !crate::plan::problem::is_large(problem)
+            || a.cost(problem) > r.cost * (1.0 + LARGE_LAY_OUT_LOSS) + COST_EPSILON
+    };
+    let guarded = if guarded.as_ref().is_none_or(|a| a.repaired > 0 && at_risk(a)) {
+        let assigned = assign::decompose_program(problem, &r.counts, &r.replicas);
+        keep_cheaper(problem, guarded, assigned)
+    } else {
+        guarded
+    };
     // The `spread: gpu` rule on MIG is enforced at placement, against layouts not yet trimmed
     // (instances no replica will use count), so it defers replicas that the final layout would
     // take. The counts are laid out once more without it; where that layout breaks the rule,

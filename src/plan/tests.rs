@@ -713,3 +713,18 @@ fn a_gpu_type_alias_allows_the_pools_gpu_in_the_planner_and_the_bounds() {
     assert_eq!(crate::verify::check(&spec, &catalog, &plan).len(), 0);
     assert!(plan.quality.gpus.lower_bound >= 1 && plan.quality.gpus.lower_bound <= plan.quality.gpus.used);
 }
+
+/// Large programs get a node budget in proportion to their columns (issue 23, ninth round):
+/// the 1,024-GPU stress fleet's 5,881 columns leave 102 nodes, a solve with more work
+/// multiplies it, and programs that are not large keep the full limit.
+#[cfg(feature = "highs")]
+#[test]
+fn a_large_program_explores_nodes_in_proportion_to_its_columns() {
+    use crate::plan::milp::highs_node_limit;
+    assert_eq!(highs_node_limit(5_881, true, 1), 102);
+    assert_eq!(highs_node_limit(5_881, true, 8), 816);
+    assert_eq!(highs_node_limit(5_881, false, 1), 50_000);
+    assert_eq!(highs_node_limit(60_000, true, 1), 10);
+    assert_eq!(highs_node_limit(10_000_000, true, 1), 1, "at least the root's node");
+    assert_eq!(highs_node_limit(0, true, 1), 50_000, "never above the usual limit");
+}

@@ -58,7 +58,8 @@ pub(crate) fn decompose_deferred(
 /// MIG as rows, and may open GPUs beyond the counts where they have no lay-out. A pool whose
 /// program is too large, or finds no solution within its node limit, is dealt as before.
 /// Costs a solve per pool with MIG replicas, so the planner calls it only where the dealt
-/// lay-out lost replicas, on programs that are not large.
+/// lay-out lost replicas (on large programs only where that lost more than 1% of the
+/// counts' cost, or found no lay-out).
 pub(crate) fn decompose_program(
     problem: &Problem<'_>,
     counts: &[PoolCounts],
