@@ -392,28 +392,69 @@ fn optimise(
     ffd: Option<Assignment>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Candidate, Diagnostics> {
-    let (solved, second) = solve_milp(problem, inputs, tracer);
+    let (solved, second, skipped_full) = solve_milp(problem, inputs, tracer);
     match (solved, ffd) {
         (Ok(r), ffd) => {
-            let decomposed = lay_out_solved(problem, inputs, &r, second.as_ref(), false, tracer);
-            let rows = with_profile_rows(problem, inputs, &r, decomposed.as_ref(), tracer);
-            let decomposed = keep_cheaper(problem, decomposed, rows);
-            tr!(
-                tracer,
-                "decomposition: {:?}",
-                decomposed.as_ref().map(|a| format!(
-                    "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
-                    a.gpus_used(),
-                    a.cost(problem),
-                    a.repaired
-                ))
-            );
+            let decomposed = laid_out(problem, inputs, &r, second.as_ref(), tracer);
+            let (r, decomposed) = match decomposed {
+                None if skipped_full => full_laid_out(problem, inputs, r, tracer),
+                d => (r, d),
+            };
             let proven = r.optimal.then_some(r.cost);
             judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, ..c })
         }
         (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
         (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err)),
+    }
+}
+
+/// Step: the optimiser's result `r` (and a `second` one) laid out, also with the rows of
+/// [`milp::solve_with_profile_rows`] where that lost; the cheaper kept.
+fn laid_out(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    r: &MilpResult,
+    second: Option<&MilpResult>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Assignment> {
+    let decomposed = lay_out_solved(problem, inputs, r, second, false, tracer);
+    let rows = with_profile_rows(problem, inputs, r, decomposed.as_ref(), tracer);
+    let decomposed = keep_cheaper(problem, decomposed, rows);
+    tr!(
+        tracer,
+        "decomposition: {:?}",
+        decomposed.as_ref().map(|a| format!(
+            "{} GPUs, cost {:.3}, {} replica(s) re-placed by first fit",
+            a.gpus_used(),
+            a.cost(problem),
+            a.repaired
+        ))
+    );
+    decomposed
+}
+
+/// Step: a large program whose rounded counts lay out nowhere, the full program having been
+/// skipped as no better: the full program solved and laid out (issue 23: a 10,000-GPU stress
+/// fleet's rounded counts left time-sliced replicas without room even in repair, and first
+/// fit's plan, 19% above the bound, was kept). The rounded result stays when that gives no
+/// lay-out either.
+fn full_laid_out(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    rounded: MilpResult,
+    tracer: &mut Tracer<'_>,
+) -> (MilpResult, Option<Assignment>) {
+    let full = milp::solve(problem, inputs.goal, &Pins::new());
+    tr!(
+        tracer,
+        "MILP, the full program (the rounded counts laid out nowhere): {:?}",
+        full.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal))
+    );
+    let Ok(full) = full else { return (rounded, None) };
+    match laid_out(problem, inputs, &full, None, tracer) {
+        Some(a) => (full, Some(a)),
+        None => (rounded, None),
     }
 }
 
@@ -445,12 +486,13 @@ fn judge(
 /// relaxation's cost, the full program could not do better than its own stopping rule, so it
 /// is skipped; otherwise both results are returned (counts that cost the same may lay out
 /// differently well). When the search stopped early and rate models are involved, the LP
-/// relaxation's rate counts rounded are tried too, and the cheaper kept.
+/// relaxation's rate counts rounded are tried too, and the cheaper kept. With whether the full
+/// program was skipped.
 fn solve_milp(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
     tracer: &mut Tracer<'_>,
-) -> (Result<MilpResult, MilpError>, Option<MilpResult>) {
+) -> (Result<MilpResult, MilpError>, Option<MilpResult>, bool) {
     let goal = inputs.goal;
     let no_pins = Pins::new();
     let rounded = inputs.guide.filter(|_| inputs.large).and_then(|lp| {
@@ -462,13 +504,15 @@ fn solve_milp(
         tr!(tracer, "MILP on the rounded relaxation: cost {:.3}", r.cost);
         Some((r, lp.cost))
     });
-    let (mut solved, second) = match rounded {
-        Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + COST_EPSILON => (Ok(r), None),
+    let (mut solved, second, skipped) = match rounded {
+        Some((r, lp)) if r.cost <= lp * (1.0 + milp::LARGE_RELATIVE_GAP) + COST_EPSILON => {
+            (Ok(r), None, true)
+        }
         Some((r, _)) => match milp::solve(problem, goal, &no_pins) {
-            Ok(full) => (Ok(full), Some(r)),
-            Err(_) => (Ok(r), None),
+            Ok(full) => (Ok(full), Some(r), false),
+            Err(_) => (Ok(r), None, false),
         },
-        None => (milp::solve(problem, goal, &no_pins), None),
+        None => (milp::solve(problem, goal, &no_pins), None, false),
     };
     tr!(tracer, "MILP: {:?}", solved.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal)));
     if solved.as_ref().map_or(true, |r| !r.optimal)
@@ -483,7 +527,7 @@ fn solve_milp(
             solved = Ok(alt);
         }
     }
-    (solved, second)
+    (solved, second, skipped)
 }
 
 /// Step: the optimiser's counts laid out on nodes — exactly; else its replica choices by
