@@ -151,15 +151,7 @@ const INTEGRAL_COST_MAX_CENTS: u64 = 20_000_000;
 /// divisor). Valid for any valid `bound`; unchanged when a price is not a whole number of
 /// cents or the table would be too large ([`INTEGRAL_COST_MAX_CENTS`]).
 pub(crate) fn integral_cost(bound: f64, prices: &[f64]) -> f64 {
-    let cents: Option<Vec<u64>> = prices
-        .iter()
-        .filter(|&&p| p > 0.0)
-        .map(|&p| {
-            let c = p * 100.0;
-            ((c - c.round()).abs() < 1e-6 && c.round() >= 1.0).then_some(c.round() as u64)
-        })
-        .collect();
-    let Some(cents) = cents.filter(|c| !c.is_empty()) else { return bound };
+    let Some(cents) = whole_cents(prices) else { return bound };
     if !bound.is_finite() || bound <= 0.0 {
         return bound;
     }
@@ -182,6 +174,27 @@ pub(crate) fn integral_cost(bound: f64, prices: &[f64]) -> f64 {
         }
     }
     bound
+}
+
+/// The prices (those above zero) in whole cents, or `None` when one is not a whole number of
+/// cents or none is above zero.
+fn whole_cents(prices: &[f64]) -> Option<Vec<u64>> {
+    let cents: Option<Vec<u64>> = prices
+        .iter()
+        .filter(|&&p| p > 0.0)
+        .map(|&p| {
+            let c = p * 100.0;
+            ((c - c.round()).abs() < 1e-6 && c.round() >= 1.0).then_some(c.round() as u64)
+        })
+        .collect();
+    cents.filter(|c| !c.is_empty())
+}
+
+/// The step between two plans' costs, in dollars: the greatest common divisor of the prices
+/// in cents (every plan costs `Σ price × GPUs`; $0.80, $2.40 and $4.00 give $0.80), `None` when
+/// a price is not a whole number of cents.
+pub(crate) fn price_step(prices: &[f64]) -> Option<f64> {
+    whole_cents(prices).map(|c| c.into_iter().fold(0, gcd) as f64 / 100.0)
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

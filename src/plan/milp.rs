@@ -96,6 +96,25 @@ pub(crate) struct MilpResult {
     pub fractional: BTreeMap<(usize, usize, Kind), f64>,
     /// The weighted cost (GPUs × relative price) of the solution.
     pub cost: f64,
+    /// A lower bound on the weighted cost of every plan of the program as solved, from the
+    /// solver's dual bound (HiGHS; `None` with microlp or where the goal is not a plan).
+    pub floor: Option<f64>,
+}
+
+impl MilpResult {
+    /// The result of a restriction of the program (pinned, capped, judged against another
+    /// program): it proves nothing for the full program, and its dual bound bounds nothing.
+    pub(crate) fn restrict(&mut self) {
+        self.optimal = false;
+        self.floor = None;
+    }
+
+    /// The full program's optimum where the solver proved it, else the solver's lower bound on
+    /// it: no plan of the planner's model costs less (weights). Meaningful only for a result
+    /// not [`MilpResult::restrict`]ed.
+    pub(crate) fn proven(&self) -> Option<f64> {
+        if self.optimal { Some(self.cost) } else { self.floor }
+    }
 }
 
 /// Why a solve may end unproven, for the plan's reasons.
@@ -288,6 +307,17 @@ pub(crate) fn solve_harder(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Re
     solve_with_work(problem, goal, pins, &Caps::new(), HARDER_WORK, false)
 }
 
+/// [`solve`] with a zero gap and [`HARDER_WORK`] times the node limit, for tests that check
+/// what a wider gap proved.
+#[cfg(all(test, feature = "highs"))]
+pub(crate) fn solve_exact(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, MilpError> {
+    let mut prog = Program::new(problem, goal);
+    prog.exact = true;
+    prog.work = HARDER_WORK;
+    prog.build(&Pins::new(), &Caps::new());
+    prog.run_and_read()
+}
+
 /// [`solve`] with the rows for `spread: gpu` models on several MIG profiles of a pool
 /// ([`Program::mixed_profile_rows`]; the bounds' relaxations always have them): the cascade's
 /// re-solve when the counts of the plain program did not lay out. A program with more
@@ -320,21 +350,7 @@ fn solve_with_work(
     let mut prog = Program::new(problem, goal);
     prog.work = work;
     prog.profile_rows = profile_rows || matches!(goal, Goal::Bound | Goal::CostBound { .. });
-    prog.replica_vars();
-    prog.pool_vars();
-    prog.pin(pins);
-    prog.cap(caps);
-    prog.demand_rows();
-    let mut bound_gpus = Expression::from(0.0);
-    let mut cost_expr = Expression::from(0.0);
-    for pi in 0..problem.pools.len() {
-        let gpus = prog.pool_rows(pi);
-        prog.spread_rows(pi);
-        bound_gpus += gpus.clone();
-        cost_expr += problem.pools[pi].weight * gpus.clone();
-        prog.pool_objective(pi, gpus);
-    }
-    prog.goal_rows(bound_gpus, cost_expr);
+    prog.build(pins, caps);
     prog.run_and_read()
 }
 
@@ -371,6 +387,14 @@ struct Program<'p, 'a> {
     work: u32,
     /// Whether [`Program::mixed_profile_rows`] are written.
     profile_rows: bool,
+    /// The largest value the objective's lower levels (every term but 1000 × the cost) can
+    /// take in a plan, each variable at its upper bound or the least its plan needs: a dual
+    /// bound `d` then bounds every plan's cost below by `(d − levels) / 1000`.
+    levels: f64,
+    /// Upper bound of the replicas each `y[c,o]` (with its `ys`) can serve.
+    served_ub: Vec<Vec<f64>>,
+    /// Solved with a zero gap (tests: [`solve_exact`]).
+    exact: bool,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -418,9 +442,31 @@ impl<'p, 'a> Program<'p, 'a> {
             ys: Vec::new(),
             pv: Vec::new(),
             weights: Weights { stability, node, tie },
+            levels: 0.0,
+            served_ub: Vec::new(),
+            exact: false,
             work: 1,
             profile_rows: false,
         }
+    }
+
+    /// Every variable, row and objective level of the program, `pins` and `caps` imposed.
+    fn build(&mut self, pins: &Pins, caps: &Caps) {
+        self.replica_vars();
+        self.pool_vars();
+        self.pin(pins);
+        self.cap(caps);
+        self.demand_rows();
+        let mut bound_gpus = Expression::from(0.0);
+        let mut cost_expr = Expression::from(0.0);
+        for pi in 0..self.problem.pools.len() {
+            let gpus = self.pool_rows(pi);
+            self.spread_rows(pi);
+            bound_gpus += gpus.clone();
+            cost_expr += self.problem.pools[pi].weight * gpus.clone();
+            self.pool_objective(pi, gpus);
+        }
+        self.goal_rows(bound_gpus, cost_expr);
     }
 
     fn int(&self, d: good_lp::VariableDefinition) -> good_lp::VariableDefinition {
@@ -430,7 +476,7 @@ impl<'p, 'a> Program<'p, 'a> {
     /// `y[c,o]`, and `ys[c,o]` for time-slices on combined-compute nodes.
     fn replica_vars(&mut self) {
         for ci in 0..self.cols.len() {
-            let (mut row, mut row_s) = (Vec::new(), Vec::new());
+            let (mut row, mut row_s, mut row_ub) = (Vec::new(), Vec::new(), Vec::new());
             for oi in 0..self.cols[ci].options.len() {
                 let (col, o) = (&self.cols[ci], self.cols[ci].options[oi]);
                 let ub = match col.need {
@@ -447,8 +493,10 @@ impl<'p, 'a> Program<'p, 'a> {
                 let d = self.int(variable().min(0).max(light_ub));
                 row.push(self.vars.add(d));
                 row_s.push(combined.then_some(ub));
+                row_ub.push(light_ub + if combined { ub } else { 0.0 });
             }
             self.y.push(row);
+            self.served_ub.push(row_ub);
             let mut row_ys = Vec::new();
             for ub in row_s {
                 row_ys.push(ub.map(|ub| {
@@ -607,6 +655,7 @@ impl<'p, 'a> Program<'p, 'a> {
                         _ => 0.0,
                     };
                     self.objective += self.weights.tie * (o.size + shared) * self.served(ci, oi);
+                    self.levels += self.weights.tie * (o.size + shared) * self.served_ub[ci][oi];
                 }
             }
             let mut sum = Expression::from(0.0);
@@ -1012,6 +1061,7 @@ impl<'p, 'a> Program<'p, 'a> {
                 let v = &self.pv[pi];
                 self.objective += 1000.0 * p.weight * gpus;
                 self.objective += self.weights.node * v.u;
+                self.levels += self.weights.node * f64::from(p.max_nodes);
                 // Distinct configs in use. The pure-Rust fallback's branch and bound does not
                 // cope with these big-M binaries; it plans without this objective level
                 // (documented in docs/planner.md).
@@ -1029,6 +1079,7 @@ impl<'p, 'a> Program<'p, 'a> {
                         let b = self.vars.add(variable().binary());
                         self.cons.push(constraint!(x <= big * b));
                         self.objective += b;
+                        self.levels += 1.0;
                     }
                 }
                 // Stability: GPUs whose current MIG layout is no longer planned.
@@ -1050,6 +1101,7 @@ impl<'p, 'a> Program<'p, 'a> {
                         let g = gs[l];
                         self.cons.push(constraint!(d >= f64::from(c) - g));
                         self.objective += self.weights.stability * d;
+                        self.levels += self.weights.stability * f64::from(c);
                     }
                 }
             }
@@ -1077,8 +1129,23 @@ impl<'p, 'a> Program<'p, 'a> {
 
     /// Solves and reads the counts back.
     fn run_and_read(self) -> Result<MilpResult, MilpError> {
-        let Program { problem, goal, cols, large, integer, vars, cons, objective, y, ys, pv, work, .. } =
-            self;
+        let Program {
+            problem,
+            goal,
+            cols,
+            large,
+            integer,
+            vars,
+            cons,
+            objective,
+            y,
+            ys,
+            pv,
+            work,
+            levels,
+            exact,
+            ..
+        } = self;
         // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
         // The objective is at most 1000 × the cost bound (+1 for the lower levels).
         let scale = match goal {
@@ -1088,11 +1155,12 @@ impl<'p, 'a> Program<'p, 'a> {
             }
             Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
         };
-        let (values, optimal, gap) = run(vars, objective, cons, scale, large, work)?;
+        let asked = if exact { 0.0 } else { scale };
+        let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, large, work)?;
         // Proven only for the program as solved (pinned programs prove nothing for the full
         // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
-        // is the cost only when every GPU weighs the same (unpriced); on priced pools only a
-        // zero gap proves it.
+        // is the cost only when every GPU weighs the same (unpriced); on priced pools a zero
+        // gap proves it, and so does the dual bound below.
         let widened = gap > relative_gap(scale);
         let optimal = optimal && !widened && (problem.unit_price.is_none() || gap == 0.0);
         let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
@@ -1152,6 +1220,10 @@ impl<'p, 'a> Program<'p, 'a> {
                     *res.replicas.entry((mi, o.pool, o.kind)).or_insert(0) += n;
                 }
             }
+        }
+        if matches!(goal, Goal::Plan { .. }) && integer {
+            res.floor = dual.map(|d| cost_floor(d, levels));
+            res.optimal |= res.floor.is_some_and(|f| proves(f, res.cost, cost_step(problem)));
         }
         Ok(res)
     }
@@ -1257,6 +1329,16 @@ fn distinct_gpu_cuts(
 
 /// Solves with the selected backend and returns every variable's value, whether the solver
 /// proved optimality (within the relative gap) and that gap.
+/// What a solve gives back: the variables' values, whether the solver proved the program
+/// optimal (to the gap asked for), that gap, and the solver's dual bound on the objective
+/// where it reports one (HiGHS: valid at any stop, a node limit included).
+struct Outcome {
+    values: HashMap<Variable, f64>,
+    optimal: bool,
+    gap: f64,
+    dual: Option<f64>,
+}
+
 fn run(
     vars: ProblemVariables,
     objective: Expression,
@@ -1264,7 +1346,7 @@ fn run(
     scale: f64,
     large: bool,
     work: u32,
-) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
+) -> Result<Outcome, MilpError> {
     #[cfg(feature = "highs")]
     let nodes = highs_node_limit(vars.len(), large, work);
     #[cfg(not(feature = "highs"))]
@@ -1292,7 +1374,7 @@ pub(crate) fn run_small(
     cons: Vec<Constraint>,
     nodes: u64,
 ) -> Result<HashMap<Variable, f64>, MilpError> {
-    run_nodes(vars, objective, cons, 0.0, false, nodes).map(|x| x.0)
+    run_nodes(vars, objective, cons, 0.0, false, nodes).map(|x| x.values)
 }
 
 /// [`run`] with the node limit given.
@@ -1303,7 +1385,7 @@ fn run_nodes(
     scale: f64,
     large: bool,
     nodes: u64,
-) -> Result<(HashMap<Variable, f64>, bool, f64), MilpError> {
+) -> Result<Outcome, MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
     // them (the seed's plan is the same bytes with either).
@@ -1317,37 +1399,54 @@ fn run_nodes(
     let unsolved = vars.minimise(objective);
     #[cfg(feature = "highs")]
     {
-        use good_lp::Solution as _;
-        // Deterministic: one thread, fixed seed, no time limit; a node limit (not a clock)
-        // bounds the search the same way on every machine. The relative gap keeps the cost
-        // exact (it is below half a GPU's weight) and lets the search stop before proving the
-        // lower objective levels optimal.
-        let mut m = unsolved
-            .using(good_lp::solvers::highs::highs)
-            .set_threads(1)
-            .set_option("random_seed", 0)
-            .set_option("mip_rel_gap", gap)
-            .set_option("mip_abs_gap", 1e-6)
-            .set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX))
-            .set_option("output_flag", false);
+        use highs::{HighsModelStatus as S, HighsSolutionStatus};
+        // good_lp builds the model (columns in the variables' order, rows); HiGHS is then
+        // driven directly, for its dual bound, which good_lp does not report.
+        let mut p = unsolved.using(good_lp::solvers::highs::highs);
         for c in cons {
-            m.add_constraint(c);
+            p.add_constraint(c);
         }
-        match m.solve() {
-            Ok(sol) => {
-                // `GapLimit` is HiGHS stopping with an optimal status inside the relative gap
-                // asked for, not cut short by a limit: below half a GPU's weight the cost is
-                // proven optimal; a large program's wider gap proves it only to that gap.
-                let optimal = match sol.status() {
-                    good_lp::solvers::SolutionStatus::Optimal => true,
-                    good_lp::solvers::SolutionStatus::GapLimit => !large,
-                    good_lp::solvers::SolutionStatus::TimeLimit => false,
-                };
-                Ok((handles.into_iter().map(|v| (v, sol.value(v))).collect(), optimal, gap))
+        let mut m = p.try_into_inner().map_err(|e| MilpError::Solver(e.to_string()))?;
+        // Deterministic: one thread, fixed seed, no time limit; a node limit (not a clock)
+        // bounds the search the same way on every machine. The relative gap keeps the GPU
+        // count exact (it is below half a GPU's weight) and lets the search stop before
+        // proving the lower objective levels optimal.
+        m.set_option("output_flag", false);
+        m.set_option("threads", 1);
+        m.set_option("random_seed", 0);
+        m.set_option("mip_rel_gap", gap);
+        m.set_option("mip_abs_gap", 1e-6);
+        m.set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX));
+        let solved =
+            m.try_solve().map_err(|e| MilpError::Solver(format!("HiGHS error while solving: {e:?}")))?;
+        // An optimal status is HiGHS stopping inside the relative gap asked for, not cut short
+        // by a limit: below half a GPU's weight the GPU count is proven optimal; a large
+        // program's wider gap proves it only to that gap.
+        let optimal = match solved.status() {
+            S::Optimal | S::ObjectiveBound | S::ObjectiveTarget => {
+                let achieved = solved.mip_gap();
+                !(large && achieved.is_finite() && achieved > 0.0)
             }
-            Err(good_lp::ResolutionError::Infeasible) => Err(MilpError::Infeasible),
-            Err(e) => Err(MilpError::Solver(e.to_string())),
+            S::ReachedTimeLimit
+            | S::ReachedSolutionLimit
+            | S::ReachedInterrupt
+            | S::ReachedIterationLimit
+            | S::ReachedMemoryLimit => false,
+            S::Infeasible | S::UnboundedOrInfeasible => return Err(MilpError::Infeasible),
+            other => return Err(MilpError::Solver(format!("HiGHS stopped with status {other:?}"))),
+        };
+        if solved.primal_solution_status() != HighsSolutionStatus::Feasible {
+            return Err(MilpError::Solver("HiGHS found no feasible solution".to_owned()));
         }
+        let dual = solved.double_info_value(c"mip_dual_bound").ok().filter(|d| d.is_finite());
+        let solution = solved.get_solution();
+        let columns = solution.columns();
+        let values = handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (v, columns.get(i).copied().unwrap_or(0.0)))
+            .collect();
+        Ok(Outcome { values, optimal, gap, dual })
     }
     #[cfg(not(feature = "highs"))]
     {
@@ -1367,12 +1466,12 @@ fn run_nodes(
                 match outcome.into_solution() {
                     Ok(sol) => {
                         let values: Vec<f64> = sol.iter().map(|(_, v)| v).collect();
-                        let map = handles
+                        let values = handles
                             .into_iter()
                             .enumerate()
                             .map(|(i, v)| (v, values.get(i).copied().unwrap_or(0.0)))
                             .collect();
-                        Ok((map, optimal, gap))
+                        Ok(Outcome { values, optimal, gap, dual: None })
                     }
                     Err(_) => {
                         Err(MilpError::Solver("node limit reached before a feasible solution".to_owned()))
@@ -1383,6 +1482,31 @@ fn run_nodes(
             Err(e) => Err(MilpError::Solver(e.to_string())),
         }
     }
+}
+
+/// The least weighted cost of any plan of a program whose objective (1000 × cost, then lower
+/// levels worth at most `levels`) has the dual bound `dual`: a plan of cost `c` has a
+/// completion of objective at most `1000 c + levels`, which is at least `dual`. Less a
+/// millionth of the bound's size for the solver's tolerances.
+pub(crate) fn cost_floor(dual: f64, levels: f64) -> f64 {
+    (dual - levels - 1e-6 * dual.abs().max(1.0)) / 1000.0
+}
+
+/// Whether a cost floor proves a plan of weighted cost `cost` optimal, where every two plans'
+/// costs differ by a multiple of `step` (0 where nothing is known): no plan costs less than
+/// `cost − step` and none below the floor, so none costs less once the floor is above
+/// `cost − step`.
+pub(crate) fn proves(floor: f64, cost: f64, step: f64) -> bool {
+    step > 0.0 && floor > cost - step + 1e-9 * cost.abs().max(1.0)
+}
+
+/// The step between two plans' weighted costs: one GPU when unpriced; on priced pools the
+/// greatest common divisor of the prices in cents over the cheapest price (every plan costs
+/// `Σ price × GPUs`), 0 when a price is not a whole number of cents.
+fn cost_step(problem: &Problem<'_>) -> f64 {
+    let Some(unit) = problem.unit_price else { return 1.0 };
+    let prices: Vec<f64> = problem.pools.iter().filter_map(|p| p.spec.cost_per_gpu_hour).collect();
+    crate::plan::bounds::price_step(&prices).map_or(0.0, |g| g / unit)
 }
 
 /// A relative MIP gap below half a GPU's weight (1000 per GPU in an objective of at most

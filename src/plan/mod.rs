@@ -465,10 +465,12 @@ pub fn plan_traced(
 }
 
 /// The planner-model bounds (`gpus`, `cost` per hour) raised to the full program's optimum
-/// where the solver proved one (`proven`, in relative weights; [`strategy::Candidate::proven`]):
-/// no plan of the planner's model does better than that optimum, whether or not the plan's
-/// lay-out reaches it. Not where the plan does better (a plan made outside the model, by first
-/// fit or a search, shows the program is not a relaxation there): the relaxation's bounds stay.
+/// where the solver proved one, or to the solver's lower bound on it (`proven`, in relative
+/// weights; [`strategy::Candidate::proven`]): no plan of the planner's model does better, whether
+/// or not the plan's lay-out reaches it. A cost is raised by integrality as well (every plan of
+/// the model costs `Σ price × GPUs`: [`bounds::integral_cost`]). Not where the plan does better
+/// (a plan made outside the model, by first fit or a search, shows the program is not a
+/// relaxation there): the relaxation's bounds stay.
 fn proven_bounds(
     problem: &problem::Problem<'_>,
     a: &assign::Assignment,
@@ -482,7 +484,11 @@ fn proven_bounds(
     }
     match problem.unit_price {
         None => (gpus.max((optimum - 1e-6).ceil().max(0.0) as u32), cost),
-        Some(unit) => (gpus, cost.map(|c| c.max((optimum * unit * 1e6).round() / 1e6))),
+        Some(unit) => {
+            let prices: Vec<f64> = problem.pools.iter().filter_map(|p| p.spec.cost_per_gpu_hour).collect();
+            let raised = bounds::integral_cost((optimum * unit * 1e6).round() / 1e6, &prices);
+            (gpus, cost.map(|c| c.max(raised)))
+        }
     }
 }
 

@@ -27,10 +27,11 @@ use crate::spec::{Keyword, Spec};
 pub(crate) const RELAXATION_PLAN_GAP: f64 = 0.01;
 
 /// How much more than the optimiser's counts a large program's lay-out may cost before the
-/// assignment program ([`assign::decompose_program`]) is run on it: half the 2% quality
-/// target, so that its time is spent where the plan would otherwise be near the target's
-/// edge (issue 23: a 1,024-GPU stress fleet, counts of 448 GPUs laid out on 458, 453 with the
-/// program, 26 s more; docs/benchmarks.md).
+/// assignment program ([`assign::decompose_program`]) is run on it, and then one capped
+/// re-solve ([`lay_out_capped`]): half the 2% quality target, so that their time is spent
+/// where the plan would otherwise be near the target's edge (issue 23: a 1,024-GPU stress
+/// fleet, counts of 448 GPUs laid out on 458, 453 with the program, 26 s more; another's
+/// $1,033.30 counts on $1,052.90, $1,039.60 after the capped re-solve; docs/benchmarks.md).
 const LARGE_LAY_OUT_LOSS: f64 = 0.01;
 
 /// Costs closer than this are equal: a later candidate replaces an earlier one only when it is
@@ -47,8 +48,9 @@ pub(crate) struct Candidate {
     /// Whether a first-fit search made it (it then stands for the first-fit figure).
     pub searched: bool,
     /// The full program's optimum (cost in relative weights: GPUs when unpriced) where the
-    /// solver proved it (unpinned, uncapped, within a gap that keeps the cost exact), whether
-    /// or not this plan reaches it: no plan of the planner's model does better.
+    /// solver proved it (unpinned, uncapped, within a gap that keeps the cost exact), else the
+    /// solver's lower bound on it (HiGHS's dual bound: [`MilpResult::proven`]), whether or not
+    /// this plan reaches it: no plan of the planner's model does better.
     pub proven: Option<f64>,
 }
 
@@ -400,7 +402,7 @@ fn optimise(
                 None if skipped_full => full_laid_out(problem, inputs, r, tracer),
                 d => (r, d),
             };
-            let proven = r.optimal.then_some(r.cost);
+            let proven = r.proven();
             judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, ..c })
         }
         (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
@@ -500,7 +502,7 @@ fn solve_milp(
         let mut r = milp::solve(problem, goal, &pins)
             .inspect_err(|e| tr!(tracer, "MILP on the rounded relaxation: {e:?}"))
             .ok()?;
-        r.optimal = false; // pinned: proves nothing for the full program
+        r.restrict(); // pinned: proves nothing for the full program
         tr!(tracer, "MILP on the rounded relaxation: cost {:.3}", r.cost);
         Some((r, lp.cost))
     });
@@ -523,7 +525,7 @@ fn solve_milp(
             && let Ok(mut alt) = milp::solve(problem, goal, &pins)
             && solved.as_ref().map_or(true, |r| below(alt.cost, r.cost))
         {
-            alt.optimal = false; // pinned: proves nothing for the full program
+            alt.restrict(); // pinned: proves nothing for the full program
             solved = Ok(alt);
         }
     }
@@ -576,7 +578,8 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
 
 /// The optimiser's result `r` (and a `second` one of the same program) laid out: directly, then
 /// with one profile per `spread: gpu` model when that lost, then capped re-solves (with the
-/// rows of [`milp::solve_with_profile_rows`] when `profile_rows`) when replicas were re-placed.
+/// rows of [`milp::solve_with_profile_rows`] when `profile_rows`) when replicas were re-placed
+/// (on a large program: and the lay-out lost more than [`LARGE_LAY_OUT_LOSS`], one round).
 fn lay_out_solved(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
@@ -588,8 +591,10 @@ fn lay_out_solved(
     let mut decomposed = lay_out(problem, r);
     decomposed = keep_cheaper(problem, decomposed, second.and_then(|s| lay_out(problem, s)));
     decomposed = lay_out_one_profile(problem, inputs, r, decomposed, tracer);
-    if !inputs.large && lost_against(problem, r, decomposed.as_ref()) {
-        let capped = lay_out_capped(problem, inputs.goal, r, profile_rows, tracer);
+    let lost = if inputs.large { lost_much } else { lost_against };
+    if lost(problem, r, decomposed.as_ref()) {
+        let rounds = if inputs.large { LARGE_CAP_ROUNDS } else { CAP_ROUNDS };
+        let capped = lay_out_capped(problem, inputs.goal, r, profile_rows, rounds, tracer);
         decomposed = keep_cheaper(problem, decomposed, capped);
     }
     decomposed
@@ -599,6 +604,14 @@ fn lay_out_solved(
 /// with replicas re-placed by first fit, or dearer than the counts.
 fn lost_against(problem: &Problem<'_>, r: &MilpResult, decomposed: Option<&Assignment>) -> bool {
     decomposed.is_none_or(|a| a.repaired > 0 || a.cost(problem) > r.cost + COST_EPSILON)
+}
+
+/// Whether a large program's lay-out lost much against its counts `r`: none, or with replicas
+/// re-placed by first fit and more than [`LARGE_LAY_OUT_LOSS`] dearer.
+fn lost_much(problem: &Problem<'_>, r: &MilpResult, decomposed: Option<&Assignment>) -> bool {
+    decomposed.is_none_or(|a| {
+        a.repaired > 0 && a.cost(problem) > r.cost * (1.0 + LARGE_LAY_OUT_LOSS) + COST_EPSILON
+    })
 }
 
 /// Step: `spread: gpu` on MIG over several profiles — when the lay-out of the plain program's
@@ -624,7 +637,7 @@ fn with_profile_rows(
         rows.as_ref().map(|a| format!("cost {:.3}", a.cost))
     );
     let mut alt = rows.ok()?;
-    alt.optimal = false; // judged against the plain program's result
+    alt.restrict(); // judged against the plain program's result
     lay_out_solved(problem, inputs, &alt, None, true, tracer)
 }
 
@@ -650,7 +663,7 @@ fn lay_out_one_profile(
         alt.as_ref().map(|a| a.cost).err()
     );
     let Ok(mut alt) = alt else { return decomposed };
-    alt.optimal = false; // pinned: proves nothing for the full program
+    alt.restrict(); // pinned: proves nothing for the full program
     tr!(tracer, "MILP with one profile per spread: gpu model and pool: cost {:.3}", alt.cost);
     keep_cheaper(problem, decomposed, lay_out(problem, &alt))
 }
@@ -658,25 +671,30 @@ fn lay_out_one_profile(
 /// Rounds of [`lay_out_capped`]: re-solves at most.
 const CAP_ROUNDS: usize = 2;
 
+/// Rounds of [`lay_out_capped`] on a large program (each re-solve takes as long as its solve),
+/// run only where its lay-out lost more than [`LARGE_LAY_OUT_LOSS`] (issue 23).
+const LARGE_CAP_ROUNDS: usize = 1;
+
 /// Step: when the optimiser's counts `r` lay out only with replicas that first fit placed
 /// (its node-level conditions are necessary only), the program again with each such replica's
 /// model capped in its pool at what found room there (single-model columns: spread and rate
 /// models), the caps kept from round to round, up to [`CAP_ROUNDS`] solves; the cheapest of
 /// their lay-outs. A restriction of the program, so it proves nothing by itself; a lay-out at
 /// the full program's proven cost is optimal all the same. The caller runs it on programs
-/// that are not large only (each solve takes seconds there, and their relaxation's lay-out is
-/// a candidate).
+/// that are not large, and on large ones only where the lay-out lost much ([`lost_much`]),
+/// for fewer `rounds` (each solve takes as long as the full program's there).
 fn lay_out_capped(
     problem: &Problem<'_>,
     goal: Goal,
     r: &MilpResult,
     profile_rows: bool,
+    rounds: usize,
     tracer: &mut Tracer<'_>,
 ) -> Option<Assignment> {
     let mut best: Option<Assignment> = None;
     let mut caps = milp::Caps::new();
     let mut current = r.clone();
-    for _ in 0..CAP_ROUNDS {
+    for _ in 0..rounds {
         let Some((_, deferred)) =
             assign::decompose_deferred(problem, &current.counts, &current.replicas, true)
         else {
@@ -686,7 +704,7 @@ fn lay_out_capped(
             break;
         }
         let Ok(mut alt) = milp::solve_capped(problem, goal, &caps, profile_rows) else { break };
-        alt.optimal = false; // capped: proves nothing for the full program
+        alt.restrict(); // capped: proves nothing for the full program
         let laid = lay_out(problem, &alt);
         tr!(
             tracer,

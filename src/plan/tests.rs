@@ -475,6 +475,31 @@ fn the_assignment_program_moves_a_spread_gpu_model_to_another_profile() {
     assert_eq!(s_total, 2);
 }
 
+/// A dual bound proves a cost where it is less than one price step below it (every plan
+/// costs `Σ price × GPUs`, so the next cheaper plan is a step below), after the objective's
+/// lower levels are taken off; never where the prices have no whole-cent step.
+#[test]
+fn a_dual_bound_proves_a_cost_only_within_one_price_step() {
+    use crate::plan::bounds::price_step;
+    use crate::plan::milp::{cost_floor, proves};
+    assert!(price_step(&[0.8, 2.4, 4.0]).is_some_and(|s| (s - 0.8).abs() < 1e-12));
+    assert!(price_step(&[2.4, 4.0, 1.1, 0.8, 1.6, 5.2]).is_some_and(|s| (s - 0.1).abs() < 1e-12));
+    assert_eq!(price_step(&[0.805, 2.4]), None);
+    // An objective of 1000 × cost plus lower levels worth at most 3: a dual bound of 100,500
+    // bounds every plan's cost below by 100.497 (less the tolerance).
+    let floor = cost_floor(100_500.0, 3.0);
+    assert!(floor < 100.497 && floor > 100.496, "{floor}");
+    // Steps of one GPU (unpriced): 101 GPUs are proven, 102 are not.
+    assert!(proves(floor, 101.0, 1.0));
+    assert!(!proves(floor, 102.0, 1.0));
+    // A step of 1/8 (prices of $0.10 over a cheapest $0.80): only a cost below 100.621.
+    assert!(proves(floor, 100.5, 0.125));
+    assert!(!proves(floor, 100.625, 0.125));
+    assert!(!proves(floor, 100.5, 0.0), "no step: nothing proven");
+    // A floor exactly one step below proves nothing (a plan there may exist).
+    assert!(!proves(99.0, 100.0, 1.0));
+}
+
 /// The model bounds are raised to the solver's proven optimum where the plan does not undercut
 /// it (its counts may not lay out, the plan above), kept where the plan does better (made
 /// outside the model) or nothing is proven; on priced pools the cost bound is raised and the
@@ -727,4 +752,47 @@ fn a_large_program_explores_nodes_in_proportion_to_its_columns() {
     assert_eq!(highs_node_limit(60_000, true, 1), 10);
     assert_eq!(highs_node_limit(10_000_000, true, 1), 1, "at least the root's node");
     assert_eq!(highs_node_limit(0, true, 1), 50_000, "never above the usual limit");
+}
+
+/// Issue 23: a priced program's cost proven by HiGHS's dual bound (a stop inside the relative
+/// gap, less than one price step below the plan) is the cost a zero-gap solve finds, and the
+/// floor the dual bound gives is never above it, on priced stress fleets of 32 to 64 GPUs.
+#[cfg(feature = "highs")]
+#[test]
+fn a_cost_the_dual_bound_proves_is_the_zero_gap_optimum() {
+    use crate::bench::stress::{Shape, fleet};
+    use crate::plan::milp::{Goal, MilpError, Pins, solve, solve_exact};
+    let (mut proven, mut solved) = (0, 0);
+    for (gpus, compute, time_sliced, seed) in [
+        (32, false, false, 0),
+        (48, true, false, 1),
+        (64, false, false, 2),
+        (64, true, false, 3),
+        (48, true, true, 0),
+        (64, true, true, 3),
+    ] {
+        let shape = Shape { gpus, priced: true, compute, fill: 0.4, time_sliced };
+        let (spec, catalog) = fleet(shape, seed);
+        let problem = crate::plan::problem::build(&spec, &catalog);
+        let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+        let (r, exact) = match (solve(&problem, goal, &Pins::new()), solve_exact(&problem, goal)) {
+            (Ok(r), Ok(exact)) => (r, exact),
+            (Err(MilpError::Infeasible), Err(MilpError::Infeasible)) => continue,
+            (r, exact) => panic!("{gpus} GPUs, seed {seed}: {:?}, {:?}", r.err(), exact.err()),
+        };
+        solved += 1;
+        assert!(exact.optimal, "{gpus} GPUs, seed {seed}: the zero-gap solve stopped early");
+        let floor = r.floor.expect("HiGHS gives a dual bound");
+        assert!(floor <= exact.cost + 1e-9, "{gpus} GPUs, seed {seed}: floor {floor} above {}", exact.cost);
+        if r.optimal {
+            proven += 1;
+            assert!(
+                (r.cost - exact.cost).abs() < 1e-6,
+                "{gpus} GPUs, seed {seed}: {} proven, {}",
+                r.cost,
+                exact.cost
+            );
+        }
+    }
+    assert!(solved >= 3 && proven > 0, "{solved} solved, {proven} proven: the test checks little");
 }
