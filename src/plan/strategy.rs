@@ -711,7 +711,12 @@ fn lay_out_capped(
             "MILP with {} model(s) capped per pool: cost {:.3}, laid out {:?}",
             caps.len(),
             alt.cost,
-            laid.as_ref().map(|a| (a.gpus_used(), a.repaired))
+            laid.as_ref().map(|a| format!(
+                "{} GPUs, cost {:.3}, {} re-placed",
+                a.gpus_used(),
+                a.cost(problem),
+                a.repaired
+            ))
         );
         let done = !lost_against(problem, &alt, laid.as_ref());
         best = keep_cheaper(problem, best, laid);
