@@ -176,6 +176,18 @@ pub(crate) fn integral_cost(bound: f64, prices: &[f64]) -> f64 {
     bound
 }
 
+/// The prices per GPU-hour of the problem's priced pools, for [`integral_cost`] and
+/// [`price_step`] (which ignore any not above zero).
+pub(crate) fn pool_prices(problem: &Problem<'_>) -> Vec<f64> {
+    problem.pools.iter().filter_map(|p| p.spec.cost_per_gpu_hour).collect()
+}
+
+/// A cost in the problem's relative weights (`unit` dollars each) as a bound in dollars per
+/// hour: to a millionth, as the plan's cost is, and raised by integrality ([`integral_cost`]).
+pub(crate) fn integral_dollars(problem: &Problem<'_>, weights: f64, unit: f64) -> f64 {
+    integral_cost((weights.max(0.0) * unit * 1e6).round() / 1e6, &pool_prices(problem))
+}
+
 /// The prices (those above zero) in whole cents, or `None` when one is not a whole number of
 /// cents or none is above zero.
 fn whole_cents(prices: &[f64]) -> Option<Vec<u64>> {

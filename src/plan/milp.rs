@@ -1327,8 +1327,6 @@ fn distinct_gpu_cuts(
         .collect()
 }
 
-/// Solves with the selected backend and returns every variable's value, whether the solver
-/// proved optimality (within the relative gap) and that gap.
 /// What a solve gives back: the variables' values, whether the solver proved the program
 /// optimal (to the gap asked for), that gap, and the solver's dual bound on the objective
 /// where it reports one (HiGHS: valid at any stop, a node limit included).
@@ -1339,6 +1337,8 @@ struct Outcome {
     dual: Option<f64>,
 }
 
+/// Solves with the selected backend: every variable's value, whether the solver proved
+/// optimality (within the relative gap), that gap and its dual bound ([`Outcome`]).
 fn run(
     vars: ProblemVariables,
     objective: Expression,
@@ -1505,7 +1505,7 @@ pub(crate) fn proves(floor: f64, cost: f64, step: f64) -> bool {
 /// `Σ price × GPUs`), 0 when a price is not a whole number of cents.
 fn cost_step(problem: &Problem<'_>) -> f64 {
     let Some(unit) = problem.unit_price else { return 1.0 };
-    let prices: Vec<f64> = problem.pools.iter().filter_map(|p| p.spec.cost_per_gpu_hour).collect();
+    let prices = crate::plan::bounds::pool_prices(problem);
     crate::plan::bounds::price_step(&prices).map_or(0.0, |g| g / unit)
 }
 

@@ -484,11 +484,7 @@ fn proven_bounds(
     }
     match problem.unit_price {
         None => (gpus.max((optimum - 1e-6).ceil().max(0.0) as u32), cost),
-        Some(unit) => {
-            let prices: Vec<f64> = problem.pools.iter().filter_map(|p| p.spec.cost_per_gpu_hour).collect();
-            let raised = bounds::integral_cost((optimum * unit * 1e6).round() / 1e6, &prices);
-            (gpus, cost.map(|c| c.max(raised)))
-        }
+        Some(unit) => (gpus, cost.map(|c| c.max(bounds::integral_dollars(problem, optimum, unit)))),
     }
 }
 
@@ -534,11 +530,10 @@ fn solve(
     if let Some(r) = &cost_relaxed {
         tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
     }
-    let prices: Vec<f64> = problem.pools.iter().map(|p| p.spec.cost_per_gpu_hour.unwrap_or(0.0)).collect();
     let cost_bound = cost_relaxed
         .as_ref()
         .zip(problem.unit_price)
-        .map(|(r, unit)| bounds::integral_cost((r.cost.max(0.0) * unit * 1e6).round() / 1e6, &prices));
+        .map(|(r, unit)| bounds::integral_dollars(problem, r.cost, unit));
     let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
     let guide = if problem.unit_price.is_some() { cost_relaxed.as_ref() } else { relaxed.as_ref() };
     let large = problem::is_large(problem);

@@ -545,10 +545,7 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
     // GPUs beyond the counts, each at its pool's price); on large programs, whose time
     // targets the solves would not keep, only where there is no lay-out or it lost more than
     // [`LARGE_LAY_OUT_LOSS`] against the counts.
-    let at_risk = |a: &Assignment| {
-        !crate::plan::problem::is_large(problem)
-            || a.cost(problem) > r.cost * (1.0 + LARGE_LAY_OUT_LOSS) + COST_EPSILON
-    };
+    let at_risk = |a: &Assignment| !crate::plan::problem::is_large(problem) || lost_over_loss(problem, r, a);
     let guarded = if guarded.as_ref().is_none_or(|a| a.repaired > 0 && at_risk(a)) {
         let assigned = assign::decompose_program(problem, &r.counts, &r.replicas);
         keep_cheaper(problem, guarded, assigned)
@@ -609,9 +606,12 @@ fn lost_against(problem: &Problem<'_>, r: &MilpResult, decomposed: Option<&Assig
 /// Whether a large program's lay-out lost much against its counts `r`: none, or with replicas
 /// re-placed by first fit and more than [`LARGE_LAY_OUT_LOSS`] dearer.
 fn lost_much(problem: &Problem<'_>, r: &MilpResult, decomposed: Option<&Assignment>) -> bool {
-    decomposed.is_none_or(|a| {
-        a.repaired > 0 && a.cost(problem) > r.cost * (1.0 + LARGE_LAY_OUT_LOSS) + COST_EPSILON
-    })
+    decomposed.is_none_or(|a| a.repaired > 0 && lost_over_loss(problem, r, a))
+}
+
+/// Whether lay-out `a` costs more than [`LARGE_LAY_OUT_LOSS`] above its counts `r`.
+fn lost_over_loss(problem: &Problem<'_>, r: &MilpResult, a: &Assignment) -> bool {
+    a.cost(problem) > r.cost * (1.0 + LARGE_LAY_OUT_LOSS) + COST_EPSILON
 }
 
 /// Step: `spread: gpu` on MIG over several profiles — when the lay-out of the plain program's
