@@ -330,6 +330,47 @@ pub(crate) fn solve_with_profile_rows(
     solve_with_work(problem, goal, pins, &Caps::new(), 1, true)
 }
 
+/// Which `spread: gpu` rows on MIG the program per node writes ([`solve_per_node`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeRows {
+    /// The rows of the pooled program on each node, those of several profiles among them
+    /// ([`Program::mig_spread_gpu_rows`], [`Program::mixed_profile_rows`]): on the candidate
+    /// layouts' instances, which is how the lay-out places replicas, so its counts lay out.
+    /// They may cut a plan that trims an instance to keep two replicas apart, so the result is
+    /// a restriction and proves nothing.
+    Placed,
+    /// The rows on the instances replicas use ([`Program::trimmed_spread_rows`]): necessary for
+    /// every plan, so the optimum and the dual bound bound every plan of the planner's model.
+    Trimmed,
+}
+
+/// [`solve`] on a problem whose pools are single nodes ([`crate::plan::per_node`]), with
+/// `twins` (pairs of interchangeable nodes) ordered by their GPUs, the `spread: gpu` rows of
+/// `rows`, no objective level for distinct configs (it would count them node by node), and a
+/// node budget in proportion to its columns (as a large program's). With [`NodeRows::Trimmed`],
+/// unpinned, its optimum and dual bound bound every plan of the planner's model (see
+/// [`crate::plan::per_node`]); `pins` (tests: a plan's own counts) make it a restriction.
+pub(crate) fn solve_per_node(
+    problem: &Problem<'_>,
+    goal: Goal,
+    twins: &[(usize, usize)],
+    pins: &Pins,
+    rows: NodeRows,
+) -> Result<MilpResult, MilpError> {
+    let mut prog = Program::new(problem, goal);
+    prog.twins = twins.to_vec();
+    prog.configs = false;
+    prog.budget = true;
+    prog.trimmed = rows == NodeRows::Trimmed;
+    prog.profile_rows = rows == NodeRows::Placed;
+    prog.build(pins, &Caps::new());
+    let mut r = prog.run_and_read()?;
+    if !pins.is_empty() || rows == NodeRows::Placed {
+        r.restrict();
+    }
+    Ok(r)
+}
+
 /// Whether [`solve_with_profile_rows`] writes rows the plain program lacks: some `spread: gpu`
 /// model may run on MIG, and the solver is HiGHS or the problem small (microlp's branch and
 /// bound gets them only there, as the rows of one profile).
@@ -395,6 +436,18 @@ struct Program<'p, 'a> {
     served_ub: Vec<Vec<f64>>,
     /// Solved with a zero gap (tests: [`solve_exact`]).
     exact: bool,
+    /// Pairs of pools (a, b) of interchangeable nodes: `a` holds at least as many GPUs as `b`
+    /// (the program per node, [`solve_per_node`]).
+    twins: Vec<(usize, usize)>,
+    /// Whether the objective counts distinct configs ([`WITH_CONFIG_COUNT`]; not per node).
+    configs: bool,
+    /// Whether the `spread: gpu` rows on MIG are written on the instances replicas use
+    /// ([`Program::trimmed_spread_rows`], [`NodeRows::Trimmed`]), not on the candidate layouts'.
+    trimmed: bool,
+    /// Whether the node limit is a budget in proportion to the columns, as on a large program
+    /// (the program per node: its root finds its plans, and past it each node re-solves an LP
+    /// of thousands of columns).
+    budget: bool,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -447,6 +500,10 @@ impl<'p, 'a> Program<'p, 'a> {
             exact: false,
             work: 1,
             profile_rows: false,
+            twins: Vec::new(),
+            configs: WITH_CONFIG_COUNT,
+            trimmed: false,
+            budget: false,
         }
     }
 
@@ -459,12 +516,19 @@ impl<'p, 'a> Program<'p, 'a> {
         self.demand_rows();
         let mut bound_gpus = Expression::from(0.0);
         let mut cost_expr = Expression::from(0.0);
+        let mut per_pool = Vec::new();
         for pi in 0..self.problem.pools.len() {
             let gpus = self.pool_rows(pi);
             self.spread_rows(pi);
             bound_gpus += gpus.clone();
             cost_expr += self.problem.pools[pi].weight * gpus.clone();
+            per_pool.push(gpus.clone());
             self.pool_objective(pi, gpus);
+        }
+        for &(a, b) in &self.twins {
+            if let (Some(ga), Some(gb)) = (per_pool.get(a), per_pool.get(b)) {
+                self.cons.push(constraint!(ga.clone() >= gb.clone()));
+            }
         }
         self.goal_rows(bound_gpus, cost_expr);
     }
@@ -926,7 +990,7 @@ impl<'p, 'a> Program<'p, 'a> {
         let mut profiles: Vec<usize> = opts.iter().map(|&(q, _)| q).collect();
         profiles.sort_unstable();
         profiles.dedup();
-        if !self.profile_rows || profiles.len() < 2 || !has_profile_rows(self.problem) {
+        if !self.profile_rows || self.trimmed || profiles.len() < 2 || !has_profile_rows(self.problem) {
             return Vec::new();
         }
         let p = &self.problem.pools[pi];
@@ -1011,6 +1075,9 @@ impl<'p, 'a> Program<'p, 'a> {
         if !(cfg!(feature = "highs") || self.problem.small) {
             return Vec::new();
         }
+        if self.trimmed {
+            return self.trimmed_spread_rows(pi);
+        }
         let p = &self.problem.pools[pi];
         let gpn = f64::from(p.gpn());
         let mut per_q: BTreeMap<usize, Vec<Variable>> = BTreeMap::new();
@@ -1049,6 +1116,54 @@ impl<'p, 'a> Program<'p, 'a> {
         cons
     }
 
+    /// `spread: gpu` on MIG on the instances replicas use ([`NodeRows::Trimmed`]):
+    /// a plan trims the instances no replica uses (`assign::trim`), so a candidate layout with
+    /// two `q` instances may run with one, and the rows of [`Program::mig_spread_gpu_rows`]
+    /// (written on the candidate layouts) could cut a valid plan. On node `pi` with `G` GPUs
+    /// whose layout has a `q` instance and `U` replicas of every model on `q`: where no GPU
+    /// runs two used `q` instances, `U ≤ G`; where one does (`b = 1`), every `spread: gpu`
+    /// model has at most one replica on `q` (the device plugin could hand two of them that
+    /// GPU's instances): `U − G ≤ M·b`, `y ≤ 1 + M·(1 − b)` (`M`: the most `q` instances the
+    /// node holds). Necessary for every plan: each GPU's trimmed layout lies inside a candidate
+    /// (maximal) layout, which then counts among the `G`. The rows of several profiles
+    /// ([`Program::mixed_profile_rows`]) are not written here: they too read the candidate
+    /// layouts' instances.
+    fn trimmed_spread_rows(&mut self, pi: usize) -> Vec<Constraint> {
+        let p = &self.problem.pools[pi];
+        let mut spread: BTreeMap<usize, Vec<Variable>> = BTreeMap::new();
+        let mut used: BTreeMap<usize, Expression> = BTreeMap::new();
+        for (ci, col) in self.cols.iter().enumerate() {
+            for (oi, o) in col.options.iter().enumerate() {
+                if let (true, Kind::Mig(q)) = (o.pool == pi, o.kind) {
+                    *used.entry(q).or_default() += self.y[ci][oi];
+                    if col.spread == Spread::Gpu {
+                        spread.entry(q).or_default().push(self.y[ci][oi]);
+                    }
+                }
+            }
+        }
+        let mut cons = Vec::new();
+        for (q, ys) in spread {
+            let mut holders = Expression::from(0.0);
+            let mut most = 0.0f64;
+            for (l, &g) in p.layouts.iter().zip(&self.pv[pi].g) {
+                let c = l.counts.get(q).copied().unwrap_or(0);
+                if c > 0 {
+                    holders += g;
+                    most = most.max(f64::from(c));
+                }
+            }
+            let big = most * f64::from(p.gpn()) * f64::from(p.max_nodes.max(1));
+            let b = self.vars.add(self.int(variable().min(0).max(1)));
+            let u = used.remove(&q).unwrap_or_default();
+            cons.push(constraint!(u - holders <= big * b));
+            for y in ys {
+                cons.push(constraint!(y <= 1.0 + big * (1.0 - b)));
+            }
+        }
+        cons
+    }
+
     /// The objective's levels for pool `pi` whose GPUs are `gpus`.
     fn pool_objective(&mut self, pi: usize, gpus: Expression) {
         let p = &self.problem.pools[pi];
@@ -1066,7 +1181,7 @@ impl<'p, 'a> Program<'p, 'a> {
                 // cope with these big-M binaries; it plans without this objective level
                 // (documented in docs/planner.md).
                 let big = p.capacity_gpus() as f64;
-                if WITH_CONFIG_COUNT && !self.large {
+                if self.configs && !self.large {
                     let configs: Vec<Variable> =
                         v.g.iter()
                             .copied()
@@ -1144,6 +1259,7 @@ impl<'p, 'a> Program<'p, 'a> {
             work,
             levels,
             exact,
+            budget,
             ..
         } = self;
         // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
@@ -1156,7 +1272,8 @@ impl<'p, 'a> Program<'p, 'a> {
             Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
         };
         let asked = if exact { 0.0 } else { scale };
-        let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, large, work)?;
+        let budget = large || budget;
+        let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, large, budget, work)?;
         // Proven only for the program as solved (pinned programs prove nothing for the full
         // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
         // is the cost only when every GPU weighs the same (unpriced); on priced pools a zero
@@ -1345,21 +1462,26 @@ fn run(
     cons: Vec<Constraint>,
     scale: f64,
     large: bool,
+    budget: bool,
     work: u32,
 ) -> Result<Outcome, MilpError> {
     #[cfg(feature = "highs")]
-    let nodes = highs_node_limit(vars.len(), large, work);
+    let nodes = highs_node_limit(vars.len(), budget, work);
     #[cfg(not(feature = "highs"))]
-    let nodes = MICROLP_NODE_LIMIT * u64::from(work);
+    let nodes = {
+        let _ = budget;
+        MICROLP_NODE_LIMIT * u64::from(work)
+    };
     run_nodes(vars, objective, cons, scale, large, nodes)
 }
 
 /// HiGHS's node limit on a program of `columns` columns: [`HIGHS_NODE_LIMIT`], on a large
-/// program at most [`LARGE_COLUMN_NODES`] ÷ `columns` (at least one node); times `work`.
+/// program or the program per node (`budget`) at most [`LARGE_COLUMN_NODES`] ÷ `columns` (at
+/// least one node); times `work`.
 #[cfg(feature = "highs")]
-pub(crate) fn highs_node_limit(columns: usize, large: bool, work: u32) -> u64 {
+pub(crate) fn highs_node_limit(columns: usize, budget: bool, work: u32) -> u64 {
     let mut nodes = u64::try_from(HIGHS_NODE_LIMIT).unwrap_or(u64::MAX);
-    if large {
+    if budget {
         let columns = u64::try_from(columns).unwrap_or(u64::MAX).max(1);
         nodes = nodes.min((LARGE_COLUMN_NODES / columns).max(1));
     }

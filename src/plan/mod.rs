@@ -25,6 +25,7 @@ mod infeasible;
 pub mod latency;
 mod layouts;
 mod milp;
+mod per_node;
 mod problem;
 mod rounding;
 pub mod rules;

@@ -18,6 +18,7 @@ use crate::plan::Tracer;
 use crate::plan::assign::{self, Assignment};
 use crate::plan::bounds::LowerBound;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, Pins};
+use crate::plan::per_node;
 use crate::plan::problem::Problem;
 use crate::plan::rounding::{exact_totals, one_spread_profile, round_all, round_rates};
 use crate::spec::{Keyword, Spec};
@@ -171,6 +172,10 @@ pub(crate) enum Method {
     Fallback { why: Why, by: Step },
     /// A later step found a cheaper plan than `first`'s.
     Then { first: Box<Method>, by: Step },
+    /// The optimiser's program written per node ([`per_node`]) found a cheaper plan than
+    /// `first`'s: `repaired` replicas placed by first fit, `proved` whether the solver proved
+    /// it optimal for the planner's model.
+    PerNode { first: Box<Method>, proved: bool, repaired: u32 },
 }
 
 impl Method {
@@ -209,6 +214,21 @@ impl Method {
                 first.sentence(),
                 by.what()
             ),
+            Method::PerNode { first, proved, repaired } => {
+                let how = if *repaired > 0 {
+                    format!(
+                        ", except {repaired} replica(s) its counts could not lay out on GPUs, which first fit placed"
+                    )
+                } else if *proved {
+                    ", which it proved optimal for the planner's model".to_owned()
+                } else {
+                    format!(" (not proven optimal: {})", milp::UNPROVEN_WHY)
+                };
+                format!(
+                    "{}; the optimiser's program written node by node (spread and sharing rules per node) then gave a cheaper plan, this one{how}",
+                    first.sentence()
+                )
+            }
         }
     }
 }
@@ -243,6 +263,7 @@ pub(crate) fn run(
             if o.proved { o } else { guided(problem, inputs, o, laid_out.map(|x| x.0), tracer) }
         }
     };
+    let candidate = per_node(problem, inputs, candidate, tracer);
     Ok(improved(problem, inputs, candidate, tracer))
 }
 
@@ -354,6 +375,82 @@ fn guided(
         o.assignment = g;
     }
     o
+}
+
+/// Step: on a program that is not large, when the plan is neither proven nor within the
+/// quality target of the planner's bound ([`within_target`]: the solver's proven optimum or
+/// dual bound, else the relaxation), nor at the bound valid for every plan: the optimiser's
+/// program written node by node ([`per_node::split`], [`milp::solve_per_node`]). First with the pooled program's rows on each node ([`milp::NodeRows::Placed`]: its
+/// counts lay out as the decomposition places replicas); when the plan is still outside the
+/// target, with the rows necessary for every plan ([`milp::NodeRows::Trimmed`]), whose optimum
+/// or dual bound raises [`Candidate::proven`] (see [`crate::plan::per_node`]). Each result's
+/// counts are laid out on the split problem and mapped back; the cheapest plan is kept. Issue
+/// 23: the pooled program's counts of the 100-GPU six-type fleets with memory-only spread
+/// models lay out up to 6% above them; per node, the rules bind where the replicas go.
+pub(crate) fn per_node(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    c: Candidate,
+    tracer: &mut Tracer<'_>,
+) -> Candidate {
+    // HiGHS only: microlp's branch and bound has no node budget in proportion to the columns,
+    // and its 5,000 nodes on a program of thousands of columns would take minutes.
+    if !cfg!(feature = "highs")
+        || inputs.large
+        || c.proved
+        || meets_valid_bound(problem, inputs, &c.assignment)
+    {
+        return c;
+    }
+    let Some(split) = per_node::split(problem) else { return c };
+    let mut c = c;
+    for rows in [milp::NodeRows::Placed, milp::NodeRows::Trimmed] {
+        let cost = c.assignment.cost(problem);
+        // The planner's bound in weights: the solver's proven optimum or dual bound, else the
+        // relaxation's cost.
+        let bound = c.proven.into_iter().chain(inputs.guide.map(|lp| lp.cost)).fold(0.0, f64::max);
+        if within_target(cost, bound) {
+            break;
+        }
+        // No cap at the plan's cost: HiGHS's heuristics find the split program's plans more
+        // readily without it (the 100-GPU fleet "mixed, priced", seed 1: $100.00 against
+        // $101.60 under the cap), and the cheaper plan is kept either way.
+        let goal = match inputs.goal {
+            Goal::Plan { gpu_floor, .. } => Goal::Plan { cost_bound: None, gpu_floor },
+            g => g,
+        };
+        let solved = milp::solve_per_node(&split.problem, goal, &split.twins, &Pins::new(), rows);
+        tr!(
+            tracer,
+            "MILP per node ({rows:?} rows, {} pools): {:?}",
+            split.problem.pools.len(),
+            solved
+                .as_ref()
+                .map(|r| format!("cost {:.3}, optimal {}, floor {:?}", r.cost, r.optimal, r.floor))
+        );
+        let Ok(r) = solved else { continue };
+        c.proven = match (c.proven, r.proven()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let laid = lay_out(&split.problem, &r).map(|a| split.merge(problem.pools.len(), a));
+        tr!(
+            tracer,
+            "MILP per node laid out: {:?}",
+            laid.as_ref().map(|a| format!(
+                "{} GPUs, cost {:.3}, {} re-placed",
+                a.gpus_used(),
+                a.cost(problem),
+                a.repaired
+            ))
+        );
+        if let Some(a) = laid.filter(|a| cheaper(problem, a, &c.assignment)) {
+            let proved = a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6;
+            let method = Method::PerNode { first: Box::new(c.method), proved, repaired: a.repaired };
+            c = Candidate { assignment: a, method, proved, searched: false, proven: c.proven };
+        }
+    }
+    c
 }
 
 /// Step: on small inputs, when the plan is neither proven nor at the bound valid for every
@@ -826,6 +923,13 @@ fn searched_choices(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment>
 
 /// The relative gap to the relaxation that DESIGN.md's quality target allows (2%).
 const QUALITY_TARGET: f64 = 0.02;
+
+/// Whether a plan of weighted cost `cost` is within the quality target of a bound `bound` (in
+/// weights, where the cheapest GPU weighs 1): at most max(one cheapest GPU, 2% of the bound)
+/// above it, issue 23's target.
+fn within_target(cost: f64, bound: f64) -> bool {
+    cost <= bound + (QUALITY_TARGET * bound).max(1.0) + COST_EPSILON
+}
 
 /// Step: the MILP with [`milp::HARDER_WORK`] times its node limit (below `cap`, the best cost
 /// found so far), its counts laid out.

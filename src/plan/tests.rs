@@ -796,3 +796,194 @@ fn a_cost_the_dual_bound_proves_is_the_zero_gap_optimum() {
     }
     assert!(solved >= 3 && proven > 0, "{solved} solved, {proven} proven: the test checks little");
 }
+
+/// The program per node: each named node of a pool without layouts running today becomes a
+/// pool of its own (options copied per node, consecutive nodes of one pool paired as twins);
+/// an autoscaled pool stays whole; an assignment of the split problem maps back node for node
+/// at the same cost.
+#[test]
+fn the_split_problem_has_a_pool_per_named_node_and_merges_back() {
+    use crate::plan::problem::build;
+    let mut auto = crate::bench::pool("l4", "L4", 2, Vec::new());
+    auto.nodes = crate::spec::Nodes::Autoscaled { min: 0, max: 2 };
+    let a100 = crate::bench::pool(
+        "a100",
+        "A100-SXM4-80GB",
+        2,
+        vec!["n2".to_owned(), "n1".to_owned(), "n3".to_owned()],
+    );
+    let mut spread = crate::bench::model("s", 8 * 1024, 0.0, 3);
+    spread.spread = crate::spec::Spread::Node;
+    let models = vec![spread, crate::bench::model("m", 18 * 1024, 0.0, 4)];
+    let spec = crate::bench::spec("t", vec![a100, auto], models);
+    let catalog = Catalog::builtin();
+    let problem = build(&spec, &catalog);
+    let split = crate::plan::per_node::split(&problem).expect("a pool of three named nodes splits");
+    let names: Vec<(&str, Vec<String>)> =
+        split.problem.pools.iter().map(|p| (p.name(), p.named.clone())).collect();
+    assert_eq!(
+        names,
+        [
+            ("a100", vec!["n1".to_owned()]),
+            ("a100", vec!["n2".to_owned()]),
+            ("a100", vec!["n3".to_owned()]),
+            ("l4", Vec::new())
+        ]
+    );
+    assert_eq!(split.origin, [0, 0, 0, 1]);
+    assert_eq!(split.twins, [(0, 1), (1, 2)]);
+    for (m, s) in problem.models.iter().zip(&split.problem.models) {
+        let per_pool = |pi: usize| m.options.iter().filter(|o| o.pool == pi).count();
+        for (j, &pi) in split.origin.iter().enumerate() {
+            assert_eq!(s.options.iter().filter(|o| o.pool == j).count(), per_pool(pi), "{} on {j}", m.name());
+        }
+    }
+    let a = crate::plan::assign::ffd(&split.problem).expect("first fit plans the split problem");
+    let merged = split.merge(problem.pools.len(), a.clone());
+    assert_eq!(merged.pools[0].nodes.len(), 3);
+    assert_eq!((merged.gpus_used(), merged.cost(&problem)), (a.gpus_used(), a.cost(&split.problem)));
+    let total = |r: &std::collections::BTreeMap<_, u32>| r.values().sum::<u32>();
+    assert_eq!(total(&merged.replicas), total(&a.replicas));
+    assert!(merged.replicas.keys().all(|k| k.1 < problem.pools.len()));
+}
+
+/// No pool splits where none has two named nodes, or where every multi-node pool runs a
+/// layout today (its nodes are not interchangeable, and the day-2 re-plan owns them).
+#[test]
+fn a_problem_without_a_splittable_pool_is_not_split() {
+    let one = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned()]);
+    let spec = crate::bench::spec("t", vec![one], vec![crate::bench::model("m", 8 * 1024, 0.0, 2)]);
+    let catalog = Catalog::builtin();
+    assert!(crate::plan::per_node::split(&crate::plan::problem::build(&spec, &catalog)).is_none());
+    let mut two = crate::bench::pool("a100", "A100-SXM4-80GB", 2, vec!["n1".to_owned(), "n2".to_owned()]);
+    two.current = vec![crate::spec::CurrentNode {
+        node: "n1".to_owned(),
+        gpus: vec![vec!["3g.40gb".to_owned(), "4g.40gb".to_owned()], Vec::new()],
+    }];
+    let spec = crate::bench::spec("t", vec![two], vec![crate::bench::model("m", 8 * 1024, 0.0, 2)]);
+    assert!(crate::plan::per_node::split(&crate::plan::problem::build(&spec, &catalog)).is_none());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: cases(), ..Default::default() })]
+
+    /// Why the program per node bounds every plan (`per_node`'s module header): a plan, cut
+    /// node by node and its nodes renumbered by decreasing GPUs, meets every row of the split
+    /// program. First fit's plan of the split problem (valid: the placement routine keeps every
+    /// node rule) with its spread models pinned node by node and its cost as a cap must leave
+    /// the program feasible, at most that cost.
+    #[test]
+    fn a_first_fit_plan_cut_per_node_is_a_solution_of_the_program_per_node(
+        pools in proptest::collection::vec((proptest::bool::weighted(0.75), 2u32..=3, 1u32..=4), 1..=2),
+        params in proptest::collection::vec((1u64..=40, 0u32..=12, 1u32..=3, 0u8..3, 0u8..3), 1..=5),
+    ) {
+        use crate::plan::milp::{Goal, NodeRows, Pins, solve_per_node};
+        let pools = pools
+            .iter()
+            .enumerate()
+            .map(|(i, &(a100, nodes, per_node))| {
+                let names = (1..=nodes).map(|n| format!("p{i}-n{n}")).collect();
+                crate::bench::pool(&format!("p{i}"), if a100 { "A100-SXM4-80GB" } else { "L4" }, per_node, names)
+            })
+            .collect();
+        let models = params
+            .iter()
+            .enumerate()
+            .map(|(i, &(gib, twentieths, replicas, isolation, spread))| {
+                let mut m = crate::bench::model(&format!("m{i}"), gib * 1024, f64::from(twentieths) / 20.0, replicas);
+                m.isolation = [crate::spec::Isolation::Shared, crate::spec::Isolation::Hardware, crate::spec::Isolation::Dedicated][usize::from(isolation)];
+                m.spread = [crate::spec::Spread::None, crate::spec::Spread::Gpu, crate::spec::Spread::Node][usize::from(spread)];
+                m
+            })
+            .collect();
+        let spec = crate::bench::spec("p", pools, models);
+        let catalog = Catalog::builtin();
+        let problem = crate::plan::problem::build(&spec, &catalog);
+        let split = crate::plan::per_node::split(&problem).expect("a pool of two or more named nodes splits");
+        let Some(a) = crate::plan::assign::ffd(&split.problem) else { return Ok(()) };
+        // Renumber each pool's nodes by decreasing GPUs used (stable), as the twins' rows ask.
+        let used = |j: usize| a.pools[j].nodes.iter().flat_map(|n| &n.gpus).filter(|d| **d != crate::plan::assign::Dev::Unused).count();
+        let mut to = vec![0; split.origin.len()];
+        for pi in 0..problem.pools.len() {
+            let mut mine: Vec<usize> = (0..split.origin.len()).filter(|&j| split.origin[j] == pi).collect();
+            let slots = mine.clone();
+            mine.sort_by_key(|&j| std::cmp::Reverse(used(j)));
+            for (slot, j) in slots.into_iter().zip(mine) {
+                to[j] = slot;
+            }
+        }
+        let pins: Pins = a.replicas.iter().map(|(&(m, j, kind), &n)| ((m, to[j], kind), n)).collect();
+        let cost = a.cost(&split.problem);
+        let goal = Goal::Plan { cost_bound: Some(cost), gpu_floor: None };
+        match solve_per_node(&split.problem, goal, &split.twins, &pins, NodeRows::Trimmed) {
+            Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{} above first fit's {cost}", r.cost),
+            Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node: {e:?}"),
+        }
+    }
+}
+
+/// The cascade's step per node (HiGHS): a plan far above the planner's bound (first fit's,
+/// with two idle GPUs switched on) is replaced by the program per node's counts laid out on
+/// the split problem and mapped back node for node; the plan passes the verifier, its method
+/// says how it was found, and a plan within the target is left alone.
+#[cfg(feature = "highs")]
+#[test]
+fn the_program_per_node_replaces_a_plan_outside_the_target_with_one_that_verifies() {
+    use crate::plan::assign::{self, Dev};
+    use crate::plan::milp::{Goal, Pins, solve};
+    use crate::plan::strategy::{self, Candidate, Inputs, Method};
+    let nodes = (1..=4).map(|n| format!("n{n}")).collect();
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, nodes);
+    let mut by_node = crate::bench::model("by-node", 8 * 1024, 0.0, 3);
+    by_node.spread = crate::spec::Spread::Node;
+    let mut by_gpu = crate::bench::model("by-gpu", 30 * 1024, 0.0, 2);
+    by_gpu.spread = crate::spec::Spread::Gpu;
+    let models = vec![by_node, by_gpu, crate::bench::model("plain", 18 * 1024, 0.0, 4)];
+    let spec = crate::bench::spec("t", vec![pool], models);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let good = assign::ffd(&problem).expect("first fit plans it");
+    let mut worse = good.clone();
+    for _ in 0..2 {
+        let idle =
+            worse.pools[0].nodes.iter_mut().flat_map(|n| n.gpus.iter_mut()).find(|d| **d == Dev::Unused);
+        *idle.expect("an idle GPU") = Dev::Whole { tenant: None };
+    }
+    let relaxed = solve(&problem, Goal::Bound, &Pins::new()).expect("the relaxation solves");
+    let valid = crate::plan::bounds::valid_bound(&problem);
+    let inputs = Inputs {
+        goal: Goal::Plan { cost_bound: None, gpu_floor: None },
+        guide: Some(&relaxed),
+        relaxed: Some(&relaxed),
+        large: false,
+        preferred: None,
+        valid: &valid,
+    };
+    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
+    let candidate = |a: &assign::Assignment| Candidate {
+        assignment: a.clone(),
+        method: Method::FfdKeptNoSolution,
+        proved: false,
+        searched: false,
+        proven: None,
+    };
+    assert!(worse.gpus_used() as f64 > relaxed.objective + 1.0, "the plan must be outside the target");
+    let c = strategy::per_node(&problem, &inputs, candidate(&worse), &mut tracer);
+    assert!(c.assignment.gpus_used() < worse.gpus_used(), "{} GPUs", c.assignment.gpus_used());
+    assert!(matches!(c.method, Method::PerNode { .. }), "{:?}", c.method);
+    assert!(c.method.sentence().contains("node by node"), "{}", c.method.sentence());
+    assert_eq!(c.assignment.pools[0].nodes.len(), 4);
+    let figures = crate::plan::build::Figures {
+        valid,
+        model: crate::plan::bounds::LowerBound { gpus: 0, cost_per_hour: None },
+        solver_proved: c.proved,
+        ffd: None,
+        method: c.method.sentence(),
+    };
+    let plan = crate::plan::build::build(&problem, &c.assignment, &figures).expect("the plan builds");
+    let violations = crate::verify::check(&spec, &catalog, &plan);
+    assert!(violations.is_empty(), "{violations:?}");
+    // Within the target of the relaxation: nothing to do.
+    let kept = strategy::per_node(&problem, &inputs, candidate(&c.assignment), &mut tracer);
+    assert_eq!(kept.method, Method::FfdKeptNoSolution);
+}

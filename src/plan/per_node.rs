@@ -1,0 +1,119 @@
+//! The optimiser's program written per node (issue 23, point 3): every named node of a pool
+//! becomes a pool of its own, so that the per-pool rows of [`crate::plan::milp`] — node
+//! classes, `spread: node` (one replica a node), `spread: gpu` on MIG (the device plugin picks
+//! the instance), the rows of several profiles — hold node by node instead of for the pool's
+//! nodes together.
+//!
+//! The optimiser counts a pool's layouts and replicas without saying which node holds what;
+//! its spread rows are necessary conditions only, so counts near its optimum may lay out only
+//! on more GPUs (issue 23: the 100-GPU six-type stress fleets with memory-only `spread`
+//! models, counts of $99.90 laid out on $104.90). Written per node, the same rows bind each
+//! node: the counts of one node lay out on that node (one node's `spread: gpu` rows are close
+//! to exact), and the program's optimum is the optimum over every plan that meets them.
+//!
+//! In: a [`Problem`]. Out: a [`Split`] — the same problem with each named pool's nodes as
+//! one-node pools, the pairs of interchangeable nodes (for rows that break their symmetry),
+//! and [`Split::merge`], which maps an assignment of the split problem back onto the problem.
+//!
+//! Why its optimum bounds the planner's plans: every row of the per-pool program is a
+//! necessary condition for any pool, a pool of one node included (its module header). A plan
+//! of the planner's model, cut node by node, meets every one-node pool's rows, so it is a
+//! solution of the split program at the same cost; the split program's optimum (or its dual
+//! bound) is therefore at most the cost of every such plan. Interchangeable nodes (one pool,
+//! no layout running today) can be renumbered so that their GPU counts decrease, so rows
+//! asking for that order cut no optimum.
+
+use std::collections::BTreeMap;
+
+use crate::plan::assign::{Assignment, PoolA};
+use crate::plan::problem::{Kind, Opt, Problem};
+
+/// Nodes in all above which no split is written: the program grows with the nodes (each one
+/// carries its pool's layout, sharing-class and spread variables).
+pub(crate) const MAX_SPLIT_NODES: usize = 48;
+
+/// A problem with its named pools split into one-node pools.
+#[derive(Debug)]
+pub(crate) struct Split<'a> {
+    pub problem: Problem<'a>,
+    /// Per pool of the split problem: the pool of the original problem it comes from.
+    pub origin: Vec<usize>,
+    /// Pairs (a, b) of one-node pools of the same pool whose nodes are interchangeable: any
+    /// plan can be renumbered so that `a` uses at least as many GPUs as `b`.
+    pub twins: Vec<(usize, usize)>,
+}
+
+/// `problem` with every pool of named nodes, none of which runs a layout today, split into
+/// one pool per node (autoscaled pools and pools with layouts running today stay whole).
+/// `None` when no pool splits or the split would have more than [`MAX_SPLIT_NODES`] nodes.
+pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
+    let splits = |p: &crate::plan::problem::PoolCtx<'_>| !p.autoscaled() && p.spec.current.is_empty();
+    let nodes: usize = problem.pools.iter().filter(|p| splits(p)).map(|p| p.named.len()).sum();
+    if nodes > MAX_SPLIT_NODES || !problem.pools.iter().any(|p| splits(p) && p.named.len() > 1) {
+        return None;
+    }
+    let mut pools = Vec::new();
+    let mut origin = Vec::new();
+    let mut twins = Vec::new();
+    // Per original pool, its pools in the split problem.
+    let mut to: Vec<Vec<usize>> = Vec::new();
+    for (pi, p) in problem.pools.iter().enumerate() {
+        let mut mine = Vec::new();
+        if splits(p) && !p.named.is_empty() {
+            for name in &p.named {
+                let mut one = p.clone();
+                one.named = vec![name.clone()];
+                one.max_nodes = 1;
+                one.min_nodes = 0;
+                if let Some(&last) = mine.last() {
+                    twins.push((last, pools.len()));
+                }
+                mine.push(pools.len());
+                pools.push(one);
+                origin.push(pi);
+            }
+        } else {
+            mine.push(pools.len());
+            pools.push(p.clone());
+            origin.push(pi);
+        }
+        to.push(mine);
+    }
+    let models = problem
+        .models
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m.options = m
+                .options
+                .iter()
+                .flat_map(|o| to[o.pool].iter().map(move |&j| Opt { pool: j, ..o.clone() }))
+                .collect();
+            for r in &mut m.rejected {
+                r.pool = to[r.pool].first().copied().unwrap_or(r.pool);
+            }
+            m
+        })
+        .collect();
+    let problem = Problem { pools, models, ..problem.clone() };
+    Some(Split { problem, origin, twins })
+}
+
+impl Split<'_> {
+    /// An assignment of the split problem as one of the original problem (`pools`: how many
+    /// pools it has): each pool's nodes in order, its replicas summed per original pool.
+    pub(crate) fn merge(&self, pools: usize, a: Assignment) -> Assignment {
+        let mut out: Vec<PoolA> = (0..pools).map(|_| PoolA { nodes: Vec::new() }).collect();
+        for (j, pa) in a.pools.into_iter().enumerate() {
+            if let Some(p) = self.origin.get(j).and_then(|&pi| out.get_mut(pi)) {
+                p.nodes.extend(pa.nodes);
+            }
+        }
+        let mut replicas: BTreeMap<(usize, usize, Kind), u32> = BTreeMap::new();
+        for ((m, j, kind), n) in a.replicas {
+            let pi = self.origin.get(j).copied().unwrap_or(j);
+            *replicas.entry((m, pi, kind)).or_insert(0) += n;
+        }
+        Assignment { pools: out, replicas, repaired: a.repaired }
+    }
+}
