@@ -347,7 +347,7 @@ pub(crate) enum NodeRows {
 /// [`solve`] on a problem whose pools are single nodes ([`crate::plan::per_node`]), with
 /// `twins` (pairs of interchangeable nodes) ordered by their GPUs, the `spread: gpu` rows of
 /// `rows`, no objective level for distinct configs (it would count them node by node), and a
-/// node budget in proportion to its columns (as a large program's). With [`NodeRows::Trimmed`],
+/// node budget in proportion to its columns ([`PER_NODE_COLUMN_NODES`]). With [`NodeRows::Trimmed`],
 /// unpinned, its optimum and dual bound bound every plan of the planner's model (see
 /// [`crate::plan::per_node`]); `pins` (tests: a plan's own counts) make it a restriction.
 pub(crate) fn solve_per_node(
@@ -444,9 +444,8 @@ struct Program<'p, 'a> {
     /// Whether the `spread: gpu` rows on MIG are written on the instances replicas use
     /// ([`Program::trimmed_spread_rows`], [`NodeRows::Trimmed`]), not on the candidate layouts'.
     trimmed: bool,
-    /// Whether the node limit is a budget in proportion to the columns, as on a large program
-    /// (the program per node: its root finds its plans, and past it each node re-solves an LP
-    /// of thousands of columns).
+    /// Whether HiGHS's node limit is [`PER_NODE_COLUMN_NODES`] ÷ the columns (the program per
+    /// node: past its root each node re-solves an LP of thousands of columns).
     budget: bool,
 }
 
@@ -1272,7 +1271,6 @@ impl<'p, 'a> Program<'p, 'a> {
             Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
         };
         let asked = if exact { 0.0 } else { scale };
-        let budget = large || budget;
         let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, large, budget, work)?;
         // Proven only for the program as solved (pinned programs prove nothing for the full
         // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
@@ -1466,7 +1464,11 @@ fn run(
     work: u32,
 ) -> Result<Outcome, MilpError> {
     #[cfg(feature = "highs")]
-    let nodes = highs_node_limit(vars.len(), budget, work);
+    let nodes = if budget {
+        column_budget(vars.len(), PER_NODE_COLUMN_NODES).saturating_mul(u64::from(work))
+    } else {
+        highs_node_limit(vars.len(), large, work)
+    };
     #[cfg(not(feature = "highs"))]
     let nodes = {
         let _ = budget;
@@ -1476,16 +1478,23 @@ fn run(
 }
 
 /// HiGHS's node limit on a program of `columns` columns: [`HIGHS_NODE_LIMIT`], on a large
-/// program or the program per node (`budget`) at most [`LARGE_COLUMN_NODES`] ÷ `columns` (at
-/// least one node); times `work`.
+/// program at most [`LARGE_COLUMN_NODES`] ÷ `columns` (at least one node); times `work`.
 #[cfg(feature = "highs")]
-pub(crate) fn highs_node_limit(columns: usize, budget: bool, work: u32) -> u64 {
-    let mut nodes = u64::try_from(HIGHS_NODE_LIMIT).unwrap_or(u64::MAX);
-    if budget {
-        let columns = u64::try_from(columns).unwrap_or(u64::MAX).max(1);
-        nodes = nodes.min((LARGE_COLUMN_NODES / columns).max(1));
-    }
+pub(crate) fn highs_node_limit(columns: usize, large: bool, work: u32) -> u64 {
+    let nodes = if large {
+        column_budget(columns, LARGE_COLUMN_NODES)
+    } else {
+        u64::try_from(HIGHS_NODE_LIMIT).unwrap_or(u64::MAX)
+    };
     nodes.saturating_mul(u64::from(work))
+}
+
+/// `budget` ÷ `columns` branch-and-bound nodes, at least one, at most [`HIGHS_NODE_LIMIT`].
+#[cfg(feature = "highs")]
+pub(crate) fn column_budget(columns: usize, budget: u64) -> u64 {
+    let columns = u64::try_from(columns).unwrap_or(u64::MAX).max(1);
+    let most = u64::try_from(HIGHS_NODE_LIMIT).unwrap_or(u64::MAX);
+    (budget / columns).clamp(1, most)
 }
 
 /// A small program's solve with a branch-and-bound node limit of its own (either solver), zero
@@ -1655,6 +1664,15 @@ const HIGHS_NODE_LIMIT: i32 = 50_000;
 /// leaves that program 102 nodes and a 10,000-GPU one of 60,000 columns 10.
 #[cfg(feature = "highs")]
 const LARGE_COLUMN_NODES: u64 = 600_000;
+
+/// Branch-and-bound nodes × columns HiGHS may explore on the program per node
+/// ([`solve_per_node`]): four times a large program's [`LARGE_COLUMN_NODES`]. Issue 23's
+/// 100-GPU six-type fleet "mixed", seed 2 (3,242 columns): with 185 nodes the program found no
+/// plan under the pooled one's 52 GPUs; with 740 it finds 50 (bound 49) in about 90 s, and
+/// "mixed, priced", seed 2, goes from $138.30 to $136.80 (bound $134.70); with 1,480 the first
+/// takes 146 s for the same 50 (docs/benchmarks.md).
+#[cfg(feature = "highs")]
+pub(crate) const PER_NODE_COLUMN_NODES: u64 = 4 * LARGE_COLUMN_NODES;
 
 /// Branch-and-bound nodes the pure-Rust fallback may explore.
 #[cfg(not(feature = "highs"))]

@@ -745,12 +745,16 @@ fn a_gpu_type_alias_allows_the_pools_gpu_in_the_planner_and_the_bounds() {
 #[cfg(feature = "highs")]
 #[test]
 fn a_large_program_explores_nodes_in_proportion_to_its_columns() {
-    use crate::plan::milp::highs_node_limit;
+    use crate::plan::milp::{PER_NODE_COLUMN_NODES, column_budget, highs_node_limit};
     assert_eq!(highs_node_limit(5_881, true, 1), 102);
     assert_eq!(highs_node_limit(5_881, true, 8), 816);
     assert_eq!(highs_node_limit(5_881, false, 1), 50_000);
     assert_eq!(highs_node_limit(60_000, true, 1), 10);
     assert_eq!(highs_node_limit(10_000_000, true, 1), 1, "at least the root's node");
+    // The program per node: four times a large program's budget (issue 23's 100-GPU fleet of
+    // six types, "mixed" seed 2: 3,242 columns).
+    assert_eq!(column_budget(3_242, PER_NODE_COLUMN_NODES), 740);
+    assert_eq!(column_budget(10, PER_NODE_COLUMN_NODES), 50_000, "at most HiGHS's node limit");
     assert_eq!(highs_node_limit(0, true, 1), 50_000, "never above the usual limit");
 }
 
