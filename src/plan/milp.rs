@@ -350,14 +350,18 @@ pub(crate) enum NodeRows {
 /// node budget in proportion to its columns ([`PER_NODE_COLUMN_NODES`]). With [`NodeRows::Trimmed`],
 /// unpinned, its optimum and dual bound bound every plan of the planner's model (see
 /// [`crate::plan::per_node`]); `pins` (tests: a plan's own counts) make it a restriction.
+/// `start` (a plan's counts per node, [`crate::plan::per_node::Split::cut`]; may be empty)
+/// only seeds the search.
 pub(crate) fn solve_per_node(
     problem: &Problem<'_>,
     goal: Goal,
     twins: &[(usize, usize)],
     pins: &Pins,
     rows: NodeRows,
+    start: Pins,
 ) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, goal);
+    prog.start = start;
     prog.twins = twins.to_vec();
     prog.configs = false;
     prog.budget = true;
@@ -447,6 +451,8 @@ struct Program<'p, 'a> {
     /// Whether HiGHS's node limit is [`PER_NODE_COLUMN_NODES`] ÷ the columns (the program per
     /// node: past its root each node re-solves an LP of thousands of columns).
     budget: bool,
+    /// A plan's replica counts to start from ([`start_values`]; empty: none).
+    start: Pins,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -503,6 +509,7 @@ impl<'p, 'a> Program<'p, 'a> {
             configs: WITH_CONFIG_COUNT,
             trimmed: false,
             budget: false,
+            start: Pins::new(),
         }
     }
 
@@ -989,7 +996,7 @@ impl<'p, 'a> Program<'p, 'a> {
         let mut profiles: Vec<usize> = opts.iter().map(|&(q, _)| q).collect();
         profiles.sort_unstable();
         profiles.dedup();
-        if !self.profile_rows || self.trimmed || profiles.len() < 2 || !has_profile_rows(self.problem) {
+        if !self.profile_rows || profiles.len() < 2 || !has_profile_rows(self.problem) {
             return Vec::new();
         }
         let p = &self.problem.pools[pi];
@@ -1259,6 +1266,7 @@ impl<'p, 'a> Program<'p, 'a> {
             levels,
             exact,
             budget,
+            start,
             ..
         } = self;
         // Size of the objective in GPUs, so that a relative gap can be kept below one GPU.
@@ -1271,7 +1279,9 @@ impl<'p, 'a> Program<'p, 'a> {
             Goal::Bound | Goal::CostBound { .. } | Goal::Extend { .. } => 0.0,
         };
         let asked = if exact { 0.0 } else { scale };
-        let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, large, budget, work)?;
+        let start = start_values(problem, &cols, &y, &ys, &start);
+        let search = Search { large, budget, work, start: &start };
+        let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, &search)?;
         // Proven only for the program as solved (pinned programs prove nothing for the full
         // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
         // is the cost only when every GPU weighs the same (unpriced); on priced pools a zero
@@ -1459,10 +1469,9 @@ fn run(
     objective: Expression,
     cons: Vec<Constraint>,
     scale: f64,
-    large: bool,
-    budget: bool,
-    work: u32,
+    search: &Search<'_>,
 ) -> Result<Outcome, MilpError> {
+    let Search { large, budget, work, start } = *search;
     #[cfg(feature = "highs")]
     let nodes = if budget {
         column_budget(vars.len(), PER_NODE_COLUMN_NODES).saturating_mul(u64::from(work))
@@ -1474,7 +1483,52 @@ fn run(
         let _ = budget;
         MICROLP_NODE_LIMIT * u64::from(work)
     };
-    run_nodes(vars, objective, cons, scale, large, nodes)
+    run_nodes(vars, objective, cons, scale, large, nodes, start)
+}
+
+/// How the solver searches a program: whether it is large, whether its node limit is in
+/// proportion to its columns ([`Program::budget`]), the multiple of the node limit, and a
+/// partial start ([`start_values`]).
+#[derive(Clone, Copy)]
+struct Search<'s> {
+    large: bool,
+    budget: bool,
+    work: u32,
+    start: &'s [(Variable, f64)],
+}
+
+/// The replica variables' values of a plan's counts `start` (per model, pool and kind; empty:
+/// no start): per column and option the members' replicas, on light time-slices where they
+/// fit, else on combined-compute nodes. Every other variable is left to the solver, which
+/// completes the start (HiGHS: a sub-MIP over the rest) or drops it if it meets no row set.
+fn start_values(
+    problem: &Problem<'_>,
+    cols: &[Col<'_>],
+    y: &[Vec<Variable>],
+    ys: &[Vec<Option<Variable>>],
+    start: &Pins,
+) -> Vec<(Variable, f64)> {
+    let mut out = Vec::new();
+    if start.is_empty() {
+        return out;
+    }
+    for (ci, col) in cols.iter().enumerate() {
+        for (oi, o) in col.options.iter().enumerate() {
+            let n: u32 = col.members.iter().filter_map(|&m| start.get(&(m, o.pool, o.kind))).sum();
+            let n = f64::from(n);
+            let (Some(&yv), Some(&ysv)) =
+                (y.get(ci).and_then(|r| r.get(oi)), ys.get(ci).and_then(|r| r.get(oi)))
+            else {
+                continue;
+            };
+            match ysv {
+                Some(s) if heavy(problem, o, col.compute) => out.extend([(yv, 0.0), (s, n)]),
+                Some(s) => out.extend([(yv, n), (s, 0.0)]),
+                None => out.push((yv, n)),
+            }
+        }
+    }
+    out
 }
 
 /// HiGHS's node limit on a program of `columns` columns: [`HIGHS_NODE_LIMIT`], on a large
@@ -1505,7 +1559,7 @@ pub(crate) fn run_small(
     cons: Vec<Constraint>,
     nodes: u64,
 ) -> Result<HashMap<Variable, f64>, MilpError> {
-    run_nodes(vars, objective, cons, 0.0, false, nodes).map(|x| x.values)
+    run_nodes(vars, objective, cons, 0.0, false, nodes, &[]).map(|x| x.values)
 }
 
 /// [`run`] with the node limit given.
@@ -1516,6 +1570,7 @@ fn run_nodes(
     scale: f64,
     large: bool,
     nodes: u64,
+    start: &[(Variable, f64)],
 ) -> Result<Outcome, MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
@@ -1548,6 +1603,20 @@ fn run_nodes(
         m.set_option("mip_rel_gap", gap);
         m.set_option("mip_abs_gap", 1e-6);
         m.set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX));
+        if !start.is_empty() {
+            // A partial start: the columns not given are undefined (infinite), and HiGHS
+            // completes the rest with a sub-MIP of `mip_max_start_nodes` nodes before its
+            // search, or drops the start. The vector has the model's length, so this cannot
+            // fail; were it to, the search would only run without a start.
+            let at: HashMap<Variable, usize> = handles.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+            let mut cols = vec![f64::INFINITY; handles.len()];
+            for &(v, x) in start {
+                if let Some(c) = at.get(&v).and_then(|&i| cols.get_mut(i)) {
+                    *c = x;
+                }
+            }
+            let _ = m.try_set_solution(Some(&cols), None, None, None);
+        }
         let solved =
             m.try_solve().map_err(|e| MilpError::Solver(format!("HiGHS error while solving: {e:?}")))?;
         // An optimal status is HiGHS stopping inside the relative gap asked for, not cut short
@@ -1581,6 +1650,7 @@ fn run_nodes(
     }
     #[cfg(not(feature = "highs"))]
     {
+        let _ = start;
         let mut m = unsolved.using(good_lp::solvers::microlp::microlp);
         for c in cons {
             m.add_constraint(c);

@@ -25,7 +25,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::assign::{Assignment, PoolA};
+use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
+use crate::plan::milp::Pins;
 use crate::plan::problem::{Kind, Opt, Problem};
 
 /// Nodes in all above which no split is written: the program grows with the nodes (each one
@@ -100,6 +101,34 @@ pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
 }
 
 impl Split<'_> {
+    /// `a`, a plan of the original problem, cut node by node: its replicas per (model, pool
+    /// of the split problem, kind), each split pool's nodes renumbered by decreasing GPUs
+    /// used, as the twins' rows ask. A start for the program per node (HiGHS completes and
+    /// checks it; a start that meets no row set is dropped, so it is only a hint).
+    pub(crate) fn cut(&self, problem: &Problem<'_>, a: &Assignment) -> Pins {
+        let mut out = Pins::new();
+        for (pi, pa) in a.pools.iter().enumerate() {
+            let mine: Vec<usize> = (0..self.origin.len()).filter(|&j| self.origin[j] == pi).collect();
+            if let [j] = mine[..] {
+                // Kept whole (or a single node): its replicas as they are.
+                for (&(m, p, kind), &n) in &a.replicas {
+                    if p == pi {
+                        *out.entry((m, j, kind)).or_insert(0) += n;
+                    }
+                }
+                continue;
+            }
+            let mut nodes: Vec<&NodeA> = pa.nodes.iter().collect();
+            nodes.sort_by_key(|n| std::cmp::Reverse(n.gpus.iter().filter(|d| **d != Dev::Unused).count()));
+            for (&j, node) in mine.iter().zip(nodes) {
+                for ((m, kind), n) in node.replicas(problem) {
+                    *out.entry((m, j, kind)).or_insert(0) += n;
+                }
+            }
+        }
+        out
+    }
+
     /// An assignment of the split problem as one of the original problem (`pools`: how many
     /// pools it has): each pool's nodes in order, its replicas summed per original pool.
     pub(crate) fn merge(&self, pools: usize, a: Assignment) -> Assignment {

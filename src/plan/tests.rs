@@ -851,6 +851,53 @@ fn the_split_problem_has_a_pool_per_named_node_and_merges_back() {
     assert!(merged.replicas.keys().all(|k| k.1 < problem.pools.len()));
 }
 
+/// A plan cut node by node (the program per node's start): each node's replicas go to its own
+/// one-node pool, nodes in order of decreasing GPUs used (the twins' rows), a multi-GPU
+/// replica counted once; summed per pool they are the plan's replicas.
+#[test]
+fn a_plan_cut_per_node_keeps_each_nodes_replicas_fullest_node_first() {
+    use crate::plan::assign::Dev;
+    let a100 = crate::bench::pool(
+        "a100",
+        "A100-SXM4-80GB",
+        4,
+        vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()],
+    );
+    let l4 = crate::bench::pool("l4", "L4", 2, vec!["m1".to_owned()]);
+    let mut pair = crate::bench::model("pair", 100 * 1024, 0.0, 2);
+    pair.gpus = Some(2);
+    pair.pools = vec!["a100".to_owned()];
+    let mut spread = crate::bench::model("s", 8 * 1024, 0.0, 3);
+    spread.spread = crate::spec::Spread::Node;
+    let models = vec![pair, spread, crate::bench::model("m", 18 * 1024, 0.0, 5)];
+    let spec = crate::bench::spec("t", vec![a100, l4], models);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let split = crate::plan::per_node::split(&problem).expect("a pool of three named nodes splits");
+    let mut a = crate::plan::assign::ffd(&problem).expect("first fit plans it");
+    // The fullest node last, so that the cut must reorder.
+    a.pools[0].nodes.reverse();
+    let used = |n: &crate::plan::assign::NodeA| n.gpus.iter().filter(|d| **d != Dev::Unused).count();
+    let fullest = a.pools[0].nodes.iter().max_by_key(|n| used(n)).expect("three nodes");
+    assert!(used(fullest) > used(&a.pools[0].nodes[0]), "the test needs an unequal first node");
+    let cut = split.cut(&problem, &a);
+    let mut summed = std::collections::BTreeMap::new();
+    for (&(m, j, kind), &n) in &cut {
+        *summed.entry((m, split.origin[j], kind)).or_insert(0u32) += n;
+    }
+    assert_eq!(summed, a.replicas);
+    let first: std::collections::BTreeMap<_, _> =
+        cut.iter().filter(|(k, _)| k.1 == 0).map(|(&(m, _, kind), &n)| ((m, kind), n)).collect();
+    assert_eq!(first, fullest.replicas(&problem));
+    let pair = problem.models.iter().position(|m| m.name() == "pair").expect("the model pair");
+    let pairs: u32 = cut
+        .iter()
+        .filter(|(k, _)| k.0 == pair && k.2 == crate::plan::problem::Kind::Whole(2))
+        .map(|(_, &n)| n)
+        .sum();
+    assert_eq!(pairs, 2, "two replicas of two GPUs each: {cut:?}");
+}
+
 /// No pool splits where none has two named nodes, or where every multi-node pool runs a
 /// layout today (its nodes are not interchangeable, and the day-2 re-plan owns them).
 #[test]
@@ -919,7 +966,7 @@ proptest::proptest! {
         let pins: Pins = a.replicas.iter().map(|(&(m, j, kind), &n)| ((m, to[j], kind), n)).collect();
         let cost = a.cost(&split.problem);
         let goal = Goal::Plan { cost_bound: Some(cost), gpu_floor: None };
-        match solve_per_node(&split.problem, goal, &split.twins, &pins, NodeRows::Trimmed) {
+        match solve_per_node(&split.problem, goal, &split.twins, &pins, NodeRows::Trimmed, Pins::new()) {
             Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{} above first fit's {cost}", r.cost),
             Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node: {e:?}"),
         }

@@ -120,6 +120,30 @@ impl NodeA {
         self.gpus.iter().find_map(|d| if let Dev::Ts { k, .. } = d { Some(*k) } else { None })
     }
 
+    /// The replicas this node runs, per (model, kind); a multi-GPU replica counts once.
+    pub(crate) fn replicas(&self, problem: &Problem<'_>) -> BTreeMap<(usize, Kind), u32> {
+        let mut out: BTreeMap<(usize, Kind), u32> = BTreeMap::new();
+        let mut add = |m: usize, kind: Kind| *out.entry((m, kind)).or_insert(0) += 1;
+        let mut whole: BTreeMap<usize, u32> = BTreeMap::new();
+        for d in &self.gpus {
+            match d {
+                Dev::Unused | Dev::Whole { tenant: None } => {}
+                Dev::Whole { tenant: Some(m) } => *whole.entry(*m).or_insert(0) += 1,
+                Dev::Ts { k, tenants } => tenants.iter().for_each(|&m| add(m, Kind::TimeSliced(*k))),
+                Dev::Mig { tenants, .. } => tenants.iter().for_each(|&(q, m)| add(m, Kind::Mig(q))),
+                Dev::MigTs { q, k, tenants, excl, .. } => {
+                    tenants.iter().for_each(|&m| add(m, Kind::MigTs(*q, *k)));
+                    excl.iter().for_each(|&(p, m)| add(m, Kind::Mig(p)));
+                }
+            }
+        }
+        for (m, g) in whole {
+            let per = problem.models.get(m).and_then(|x| x.spec.gpus).unwrap_or(1).max(1);
+            *out.entry((m, Kind::Whole(per))).or_insert(0) += g / per;
+        }
+        out
+    }
+
     pub(crate) fn hosts(&self, m: usize) -> bool {
         self.gpus.iter().any(|d| dev_hosts(d, m))
     }
