@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stdout(),
-            "ParvaGPU benchmark: built; run it with `cargo bench --features highs --bench parvagpu`"
+            "ParvaGPU benchmark: built; run it with `cargo bench --bench parvagpu`"
         );
         return ExitCode::SUCCESS;
     }

@@ -2,7 +2,7 @@
 //! table (GPUs used against the lower bound, first-fit-decreasing and one GPU per replica; median
 //! planning time; peak memory; what `verify::check` thinks of the plan).
 //!
-//! Run: `cargo bench --features highs --bench planner` (optionally followed by `-- <scenario>`).
+//! Run: `cargo bench --bench planner` (optionally followed by `-- <scenario>`).
 //! Each scenario runs in a child process (this binary re-executed with `--child <name>`) so that
 //! the peak resident memory (`VmHWM` of `/proc/self/status`) of one scenario does not mix with
 //! another's. Targets (DESIGN.md) are reported, never asserted: seed < 100 ms, 1,000 GPUs < 2 s,
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     if !args.iter().any(|a| a == "--bench") {
         let _ = writeln!(
             std::io::stdout(),
-            "planner benchmark: built; run it with `cargo bench --features highs --bench planner`"
+            "planner benchmark: built; run it with `cargo bench --bench planner`"
         );
         return ExitCode::SUCCESS;
     }

@@ -4,8 +4,8 @@
 //! markdown table: per edit, nodes re-partitioned and replicas moved (median, max), GPUs and
 //! $/h above the from-scratch plan of the same spec, and re-plan time against from-scratch time.
 //!
-//! Run: `cargo bench --bench replan` (add `--features highs` for the production solver;
-//! optionally `-- <scenario>…` to run the named scenarios only). Edits that make the spec
+//! Run: `cargo bench --bench replan` (HiGHS, the default feature; `--no-default-features` for
+//! the pure-Rust microlp; optionally `-- <scenario>…` to run the named scenarios only). Edits that make the spec
 //! infeasible are undone and counted. The re-plan time includes the from-scratch solve the
 //! re-planner runs (on a second thread, alongside the re-plan) to report the price of stability
 //! (docs/planner.md, "Day 2").

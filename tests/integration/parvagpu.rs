@@ -159,7 +159,7 @@ fn held_out_small_variants_within_parvagpu_with_mps() {
 }
 
 /// All 18 variants (minutes in a debug build):
-/// `cargo test --release --features highs --test integration held_out_all -- --ignored`.
+/// `cargo test --release --test integration held_out_all -- --ignored`.
 #[test]
 #[ignore = "minutes; run with --ignored (docs/dra.md)"]
 fn held_out_all_variants_within_parvagpu_with_mps() {
