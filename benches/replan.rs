@@ -5,8 +5,8 @@
 //! $/h above the from-scratch plan of the same spec, and re-plan time against from-scratch time.
 //!
 //! Run: `cargo bench --bench replan` (HiGHS, the default feature; `--no-default-features` for
-//! the pure-Rust microlp; optionally `-- <scenario>…` to run the named scenarios only). Edits that make the spec
-//! infeasible are undone and counted. The re-plan time includes the from-scratch solve the
+//! the pure-Rust microlp; optionally `-- <scenario>…` to run the named scenarios only). Edits
+//! that make the spec infeasible are undone and counted. The re-plan time includes the from-scratch solve the
 //! re-planner runs (on a second thread, alongside the re-plan) to report the price of stability
 //! (docs/planner.md, "Day 2").
 

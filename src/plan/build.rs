@@ -289,40 +289,11 @@ fn node_groups(
     node_name: &str,
     groups: &mut BTreeMap<GroupKey, (u32, BTreeSet<String>)>,
 ) {
-    let mut add = |m: usize, res: String| {
-        let e = groups.entry((m, pi, res, 1)).or_default();
-        e.0 += 1;
-        e.1.insert(node_name.to_owned());
-    };
-    let mut whole_count: BTreeMap<usize, u32> = BTreeMap::new();
-    for d in &n.gpus {
-        match d {
-            Dev::Whole { tenant: Some(m) } => *whole_count.entry(*m).or_insert(0) += 1,
-            Dev::Ts { k, tenants } => {
-                for &m in tenants {
-                    add(m, pool.resource(Kind::TimeSliced(*k), problem.rename_shared));
-                }
-            }
-            Dev::MigTs { q, k, tenants, excl, .. } => {
-                for &m in tenants {
-                    add(m, pool.resource(Kind::MigTs(*q, *k), problem.rename_shared));
-                }
-                for &(q, m) in excl {
-                    add(m, pool.resource(Kind::Mig(q), false));
-                }
-            }
-            Dev::Mig { tenants, .. } => {
-                for &(q, m) in tenants {
-                    add(m, pool.resource(Kind::Mig(q), false));
-                }
-            }
-            _ => {}
-        }
-    }
-    for (m, g) in whole_count {
-        let per = problem.models[m].spec.gpus.unwrap_or(1).max(1);
-        let e = groups.entry((m, pi, "nvidia.com/gpu".to_owned(), per)).or_default();
-        e.0 += g / per;
+    for ((m, kind), count) in n.replicas(problem) {
+        // `resource` names MIG instances the same whatever the renaming of shared resources.
+        let per = if let Kind::Whole(per) = kind { per } else { 1 };
+        let e = groups.entry((m, pi, pool.resource(kind, problem.rename_shared), per)).or_default();
+        e.0 += count;
         e.1.insert(node_name.to_owned());
     }
 }

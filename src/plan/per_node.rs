@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::assign::{Assignment, Dev, NodeA, PoolA};
+use crate::plan::assign::{Assignment, NodeA, PoolA};
 use crate::plan::milp::Pins;
 use crate::plan::problem::{Kind, Opt, Problem};
 
@@ -119,7 +119,7 @@ impl Split<'_> {
                 continue;
             }
             let mut nodes: Vec<&NodeA> = pa.nodes.iter().collect();
-            nodes.sort_by_key(|n| std::cmp::Reverse(n.gpus.iter().filter(|d| **d != Dev::Unused).count()));
+            nodes.sort_by_key(|n| std::cmp::Reverse(n.gpus_used()));
             for (&j, node) in mine.iter().zip(nodes) {
                 for ((m, kind), n) in node.replicas(problem) {
                     *out.entry((m, j, kind)).or_insert(0) += n;

@@ -382,12 +382,13 @@ fn guided(
 /// dual bound, else the relaxation), nor at the bound valid for every plan: the optimiser's
 /// program written node by node ([`per_node::split`], [`milp::solve_per_node`]). First with
 /// the pooled program's rows on each node ([`milp::NodeRows::Placed`]: its counts lay out as
-/// the decomposition places replicas); when the plan is still outside the target, with the
-/// rows necessary for every plan ([`milp::NodeRows::Trimmed`]), whose optimum or dual bound
-/// raises [`Candidate::proven`] (see [`crate::plan::per_node`]). Each result's counts are
-/// laid out on the split problem and mapped back; the cheapest plan is kept. Issue 23: the
-/// pooled program's counts of the 100-GPU six-type fleets with memory-only spread models lay
-/// out up to 6% above them; per node, the rules bind where the replicas go.
+/// the decomposition places replicas), from no start and then from the plan so far
+/// ([`per_node::Split::cut`]); when the plan is still outside the target, with the rows
+/// necessary for every plan ([`milp::NodeRows::Trimmed`]) from the plan so far, whose optimum
+/// or dual bound raises [`Candidate::proven`] (see [`crate::plan::per_node`]). Each result's
+/// counts are laid out on the split problem and mapped back; the cheapest plan is kept. Issue
+/// 23: the pooled program's counts of the 100-GPU six-type fleets with memory-only spread
+/// models lay out up to 6% above them; per node, the rules bind where the replicas go.
 pub(crate) fn per_node(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,

@@ -856,7 +856,6 @@ fn the_split_problem_has_a_pool_per_named_node_and_merges_back() {
 /// replica counted once; summed per pool they are the plan's replicas.
 #[test]
 fn a_plan_cut_per_node_keeps_each_nodes_replicas_fullest_node_first() {
-    use crate::plan::assign::Dev;
     let a100 = crate::bench::pool(
         "a100",
         "A100-SXM4-80GB",
@@ -877,9 +876,8 @@ fn a_plan_cut_per_node_keeps_each_nodes_replicas_fullest_node_first() {
     let mut a = crate::plan::assign::ffd(&problem).expect("first fit plans it");
     // The fullest node last, so that the cut must reorder.
     a.pools[0].nodes.reverse();
-    let used = |n: &crate::plan::assign::NodeA| n.gpus.iter().filter(|d| **d != Dev::Unused).count();
-    let fullest = a.pools[0].nodes.iter().max_by_key(|n| used(n)).expect("three nodes");
-    assert!(used(fullest) > used(&a.pools[0].nodes[0]), "the test needs an unequal first node");
+    let fullest = a.pools[0].nodes.iter().max_by_key(|n| n.gpus_used()).expect("three nodes");
+    assert!(fullest.gpus_used() > a.pools[0].nodes[0].gpus_used(), "the test needs an unequal first node");
     let cut = split.cut(&problem, &a);
     let mut summed = std::collections::BTreeMap::new();
     for (&(m, j, kind), &n) in &cut {

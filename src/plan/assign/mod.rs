@@ -223,7 +223,7 @@ impl NodeA {
         self.gpus.iter().any(|d| matches!(d, Dev::MigTs { .. }))
     }
 
-    fn gpus_used(&self) -> usize {
+    pub(crate) fn gpus_used(&self) -> usize {
         self.gpus.iter().filter(|d| !matches!(d, Dev::Unused)).count()
     }
 
