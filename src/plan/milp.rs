@@ -288,14 +288,21 @@ pub(crate) type Caps = BTreeMap<(usize, usize), u32>;
 /// [`solve`] with the replicas of some single-model columns (spread and rate models) capped
 /// per pool: the cascade's re-solve when counts do not lay out ([`crate::plan::strategy`]).
 /// A restriction of the program: its result proves nothing for the full one. With
-/// `profile_rows`, the rows of [`solve_with_profile_rows`] too.
+/// `profile_rows`, the rows of [`solve_with_profile_rows`] too. A program that is not large
+/// gets the node budget of the program per node ([`PER_NODE_COLUMN_NODES`] ÷ its columns, at
+/// most [`HIGHS_NODE_LIMIT`]): its lay-out is only a candidate, and under the fixed limit a
+/// 128-GPU stress fleet spent 400 s in one capped re-solve whose lay-out was not kept
+/// (docs/benchmarks.md). A large one keeps its own, smaller, limit.
 pub(crate) fn solve_capped(
     problem: &Problem<'_>,
     goal: Goal,
     caps: &Caps,
     profile_rows: bool,
 ) -> Result<MilpResult, MilpError> {
-    solve_with_work(problem, goal, &Pins::new(), caps, 1, profile_rows)
+    let mut prog = Program::with_rows(problem, goal, profile_rows);
+    prog.budget = !prog.large;
+    prog.build(&Pins::new(), caps);
+    prog.run_and_read()
 }
 
 /// How many times its node limit a solve with more work may explore ([`solve_harder`]).
@@ -392,9 +399,8 @@ fn solve_with_work(
     work: u32,
     profile_rows: bool,
 ) -> Result<MilpResult, MilpError> {
-    let mut prog = Program::new(problem, goal);
+    let mut prog = Program::with_rows(problem, goal, profile_rows);
     prog.work = work;
-    prog.profile_rows = profile_rows || matches!(goal, Goal::Bound | Goal::CostBound { .. });
     prog.build(pins, caps);
     prog.run_and_read()
 }
@@ -449,7 +455,8 @@ struct Program<'p, 'a> {
     /// ([`Program::trimmed_spread_rows`], [`NodeRows::Trimmed`]), not on the candidate layouts'.
     trimmed: bool,
     /// Whether HiGHS's node limit is [`PER_NODE_COLUMN_NODES`] ÷ the columns (the program per
-    /// node: past its root each node re-solves an LP of thousands of columns).
+    /// node and the capped re-solves: past its root each node re-solves an LP of thousands of
+    /// columns).
     budget: bool,
     /// A plan's replica counts to start from ([`start_values`]; empty: none).
     start: Pins,
@@ -511,6 +518,14 @@ impl<'p, 'a> Program<'p, 'a> {
             budget: false,
             start: Pins::new(),
         }
+    }
+
+    /// [`Program::new`] with the rows of several profiles ([`Program::mixed_profile_rows`]) where
+    /// `profile_rows` asks for them, and always for a bound (its relaxation has them).
+    fn with_rows(problem: &'p Problem<'a>, goal: Goal, profile_rows: bool) -> Self {
+        let mut prog = Program::new(problem, goal);
+        prog.profile_rows = profile_rows || matches!(goal, Goal::Bound | Goal::CostBound { .. });
+        prog
     }
 
     /// Every variable, row and objective level of the program, `pins` and `caps` imposed.
