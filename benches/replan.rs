@@ -6,9 +6,9 @@
 //!
 //! Run: `cargo bench --bench replan` (HiGHS, the default feature; `--no-default-features` for
 //! the pure-Rust microlp; optionally `-- <scenario>…` to run the named scenarios only). Edits
-//! that make the spec infeasible are undone and counted. The re-plan time includes the from-scratch solve the
-//! re-planner runs (on a second thread, alongside the re-plan) to report the price of stability
-//! (docs/planner.md, "Day 2").
+//! that make the spec infeasible are undone and counted. The re-plan time includes the
+//! from-scratch solve the re-planner runs (on a second thread, alongside the re-plan) to report
+//! the price of stability (docs/planner.md, "Day 2").
 
 use std::io::Write;
 use std::process::ExitCode;
