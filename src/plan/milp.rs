@@ -343,9 +343,16 @@ pub(crate) enum NodeRows {
     /// The rows of the pooled program on each node, those of several profiles among them
     /// ([`Program::mig_spread_gpu_rows`], [`Program::mixed_profile_rows`]): on the candidate
     /// layouts' instances, which is how the lay-out places replicas, so its counts lay out.
-    /// They may cut a plan that trims an instance to keep two replicas apart, so the result is
-    /// a restriction and proves nothing.
+    /// On the maximal layouts they may cut a plan that trims an instance to keep two replicas
+    /// apart, so the result is a restriction and proves nothing.
     Placed,
+    /// The same rows on a split problem whose candidates are
+    /// [`crate::plan::per_node::Split::with_spread_layouts`]: every layout a plan may trim a
+    /// GPU to, up to instances of profiles no `spread: gpu` model uses. On one node the rows
+    /// are then the rule itself: its counts lay out, and they cut no plan, so unpinned the
+    /// optimum and dual bound bound every plan of the planner's model. A plan cut node by node
+    /// meets them, so the plan so far is a start HiGHS keeps.
+    Exact,
     /// The rows on the instances replicas use ([`Program::trimmed_spread_rows`]): necessary for
     /// every plan, so the optimum and the dual bound bound every plan of the planner's model.
     Trimmed,
@@ -354,9 +361,10 @@ pub(crate) enum NodeRows {
 /// [`solve`] on a problem whose pools are single nodes ([`crate::plan::per_node`]), with
 /// `twins` (pairs of interchangeable nodes) ordered by their GPUs, the `spread: gpu` rows of
 /// `rows`, no objective level for distinct configs (it would count them node by node), and a
-/// node budget in proportion to its columns ([`PER_NODE_COLUMN_NODES`]). With [`NodeRows::Trimmed`],
-/// unpinned, its optimum and dual bound bound every plan of the planner's model (see
-/// [`crate::plan::per_node`]); `pins` (tests: a plan's own counts) make it a restriction.
+/// node budget in proportion to its columns ([`PER_NODE_COLUMN_NODES`]). With
+/// [`NodeRows::Exact`] or [`NodeRows::Trimmed`], unpinned, its optimum and dual bound bound
+/// every plan of the planner's model (see [`crate::plan::per_node`]); `pins` (tests: a plan's
+/// own counts) make it a restriction.
 /// `start` (a plan's counts per node, [`crate::plan::per_node::Split::cut`]; may be empty)
 /// only seeds the search.
 pub(crate) fn solve_per_node(
@@ -373,7 +381,7 @@ pub(crate) fn solve_per_node(
     prog.configs = false;
     prog.budget = true;
     prog.trimmed = rows == NodeRows::Trimmed;
-    prog.profile_rows = rows == NodeRows::Placed;
+    prog.profile_rows = rows != NodeRows::Trimmed;
     prog.build(pins, &Caps::new());
     let mut r = prog.run_and_read()?;
     if !pins.is_empty() || rows == NodeRows::Placed {

@@ -8,12 +8,26 @@
 //! its spread rows are necessary conditions only, so counts near its optimum may lay out only
 //! on more GPUs (issue 23: the 100-GPU six-type stress fleets with memory-only `spread`
 //! models, counts of $99.90 laid out on $104.90). Written per node, the same rows bind each
-//! node: the counts of one node lay out on that node (one node's `spread: gpu` rows are close
-//! to exact), and the program's optimum is the optimum over every plan that meets them.
+//! node: the counts of one node lay out on that node (on one node the `spread: gpu` rows are
+//! the rule itself, below), and the program's optimum is the optimum over every plan that
+//! meets them.
 //!
 //! In: a [`Problem`]. Out: a [`Split`] — the same problem with each named pool's nodes as
 //! one-node pools, the pairs of interchangeable nodes (for rows that break their symmetry),
 //! and [`Split::merge`], which maps an assignment of the split problem back onto the problem.
+//!
+//! The candidate layouts for the pooled rows on each node ([`Split::with_spread_layouts`]):
+//! where a `spread: gpu` model may run on MIG, every valid layout to which no instance of a profile that no such model uses
+//! can be added, not only the maximal ones. The rule (`assign::NodeA::mig_spread_ok`, the
+//! verifier's) reads the instances a GPU runs, and a plan trims those no replica uses: a GPU
+//! whose maximal layout holds two `1g.10gb` may run one, so that a model's two replicas on a
+//! node cannot be handed the same GPU. On the maximal layouts alone the pooled rows of one
+//! node would cut that plan (a property test found one, `plan::tests`); among these
+//! candidates each trimmed layout, grown by instances of the other profiles (which the rule
+//! does not read), is one, so the rows of one node — the GPU with two `q` instances, the GPU
+//! with instances of two profiles of one model — hold for every plan and are exactly the rule.
+//! On the six-type stress fleets every usable profile is some spread model's: 76 candidate
+//! layouts of an A100 or H100 instead of 27.
 //!
 //! Why its optimum bounds the planner's plans: every row of the per-pool program is a
 //! necessary condition for any pool, a pool of one node included (its module header). A plan
@@ -34,7 +48,7 @@ use crate::plan::problem::{Kind, Opt, Problem};
 pub(crate) const MAX_SPLIT_NODES: usize = 48;
 
 /// A problem with its named pools split into one-node pools.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Split<'a> {
     pub problem: Problem<'a>,
     /// Per pool of the split problem: the pool of the original problem it comes from.
@@ -100,7 +114,61 @@ pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
     Some(Split { problem, origin, twins })
 }
 
+/// The candidate layouts of pool `pi` for rows exact on the `spread: gpu` rule: every valid
+/// layout to which no instance of a profile that no `spread: gpu` model uses here can be
+/// added. `None` when no such model may run on MIG in the pool.
+fn spread_layouts(problem: &Problem<'_>, pi: usize) -> Option<Vec<crate::plan::layouts::Layout>> {
+    let p = &problem.pools[pi];
+    let mut spread = vec![false; p.profiles.len()];
+    for m in problem.models.iter().filter(|m| m.spec.spread == crate::spec::Spread::Gpu) {
+        for o in m.options.iter().filter(|o| o.pool == pi) {
+            if let Kind::Mig(q) = o.kind
+                && let Some(s) = spread.get_mut(q)
+            {
+                *s = true;
+            }
+        }
+    }
+    if !spread.iter().any(|&s| s) {
+        return None;
+    }
+    let mut out: Vec<crate::plan::layouts::Layout> = p
+        .valid
+        .iter()
+        .filter(|c| {
+            (0..c.len()).filter(|&q| !spread[q]).all(|q| {
+                let mut more = (*c).clone();
+                more[q] += 1;
+                !p.valid.contains(&more)
+            })
+        })
+        .filter_map(|c| crate::plan::layouts::from_counts(p.gpu, &p.profiles, c.clone()))
+        .collect();
+    // Layouts running today stay candidates (the pool is then kept whole).
+    for l in &p.layouts {
+        if !out.iter().any(|x| x.counts == l.counts) {
+            out.push(l.clone());
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Some(out)
+}
+
 impl Split<'_> {
+    /// The split problem with [`spread_layouts`] as each pool's candidates, for the pooled
+    /// rows of `spread: gpu` on each node (`milp::NodeRows::Exact`), which then are the rule
+    /// itself. The trimmed rows (`milp::NodeRows::Trimmed`) keep the maximal layouts: they are
+    /// necessary on them already (a trimmed layout lies inside a maximal one), and the program
+    /// stays smaller.
+    pub(crate) fn with_spread_layouts(mut self) -> Self {
+        for j in 0..self.problem.pools.len() {
+            if let Some(l) = spread_layouts(&self.problem, j) {
+                self.problem.pools[j].layouts = l;
+            }
+        }
+        self
+    }
+
     /// `a`, a plan of the original problem, cut node by node: its replicas per (model, pool
     /// of the split problem, kind), each split pool's nodes renumbered by decreasing GPUs
     /// used, as the twins' rows ask. A start for the program per node (HiGHS completes and

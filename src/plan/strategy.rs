@@ -382,10 +382,12 @@ fn guided(
 /// dual bound, else the relaxation), nor at the bound valid for every plan: the optimiser's
 /// program written node by node ([`per_node::split`], [`milp::solve_per_node`]). First with
 /// the pooled program's rows on each node ([`milp::NodeRows::Placed`]: its counts lay out as
-/// the decomposition places replicas), from no start and then from the plan so far
-/// ([`per_node::Split::cut`]); when the plan is still outside the target, with the rows
-/// necessary for every plan ([`milp::NodeRows::Trimmed`]) from the plan so far, whose optimum
-/// or dual bound raises [`Candidate::proven`] (see [`crate::plan::per_node`]). Each result's
+/// the decomposition places replicas) from no start; then the same rows on every layout a
+/// plan may trim a GPU to ([`milp::NodeRows::Exact`], [`per_node::Split::with_spread_layouts`])
+/// from the plan so far ([`per_node::Split::cut`]), which they admit; when the plan is still
+/// outside the target, with the rows necessary for every plan ([`milp::NodeRows::Trimmed`])
+/// from the plan so far. The last two solves' optimum or dual bound raises
+/// [`Candidate::proven`] (see [`crate::plan::per_node`]). Each result's
 /// counts are laid out on the split problem and mapped back; the cheapest plan is kept. Issue
 /// 23: the pooled program's counts of the 100-GPU six-type fleets with memory-only spread
 /// models lay out up to 6% above them; per node, the rules bind where the replicas go.
@@ -404,17 +406,18 @@ pub(crate) fn per_node(
     {
         return c;
     }
-    let Some(split) = per_node::split(problem) else { return c };
+    let Some(plain) = per_node::split(problem) else { return c };
+    let exact = plain.clone().with_spread_layouts();
     let mut c = c;
     // Three solves, each while the plan is still outside the target: the placed rows from no
-    // start, the same rows from the plan so far, the trimmed rows from the plan so far. The
+    // start, the exact rows from the plan so far, the trimmed rows from the plan so far. The
     // start (the plan cut node by node) gives HiGHS an incumbent to improve and prune from;
     // it changes the search's path, and neither search dominates on the stress fleets (128
     // GPUs, "mixed, priced", seed 6: $113.60 free, $111.20 from the start; "mixed" seed 5: 59
     // GPUs free, 61 from the start; docs/benchmarks.md, "A start for the program per node"),
     // so both run and the cheaper plan is kept.
     let solves =
-        [(milp::NodeRows::Placed, false), (milp::NodeRows::Placed, true), (milp::NodeRows::Trimmed, true)];
+        [(milp::NodeRows::Placed, false), (milp::NodeRows::Exact, true), (milp::NodeRows::Trimmed, true)];
     for (rows, from_plan) in solves {
         let cost = c.assignment.cost(problem);
         // The planner's bound in weights: the solver's proven optimum or dual bound, else the
@@ -430,6 +433,7 @@ pub(crate) fn per_node(
             Goal::Plan { gpu_floor, .. } => Goal::Plan { cost_bound: None, gpu_floor },
             g => g,
         };
+        let split = if rows == milp::NodeRows::Exact { &exact } else { &plain };
         let start = if from_plan { split.cut(problem, &c.assignment) } else { Pins::new() };
         let solved = milp::solve_per_node(&split.problem, goal, &split.twins, &Pins::new(), rows, start);
         tr!(

@@ -918,7 +918,7 @@ proptest::proptest! {
 
     /// Why the program per node bounds every plan (`per_node`'s module header): a plan, cut
     /// node by node and its nodes renumbered by decreasing GPUs, meets every row of the split
-    /// program. First fit's plan of the split problem (valid: the placement routine keeps every
+    /// program, with either set of `spread: gpu` rows. First fit's plan of the split problem (valid: the placement routine keeps every
     /// node rule) with its spread models pinned node by node and its cost as a cap must leave
     /// the program feasible, at most that cost.
     #[test]
@@ -964,9 +964,12 @@ proptest::proptest! {
         let pins: Pins = a.replicas.iter().map(|(&(m, j, kind), &n)| ((m, to[j], kind), n)).collect();
         let cost = a.cost(&split.problem);
         let goal = Goal::Plan { cost_bound: Some(cost), gpu_floor: None };
-        match solve_per_node(&split.problem, goal, &split.twins, &pins, NodeRows::Trimmed, Pins::new()) {
-            Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{} above first fit's {cost}", r.cost),
-            Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node: {e:?}"),
+        let exact = split.clone().with_spread_layouts();
+        for (rows, split) in [(NodeRows::Exact, &exact), (NodeRows::Trimmed, &split)] {
+            match solve_per_node(&split.problem, goal, &split.twins, &pins, rows, Pins::new()) {
+                Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{rows:?}: {} above first fit's {cost}", r.cost),
+                Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node ({rows:?}): {e:?}"),
+            }
         }
     }
 }
