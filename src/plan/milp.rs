@@ -36,7 +36,7 @@
 //! - objective, lexicographic through weights: cost (GPUs × relative price) × 1000, then one
 //!   per distinct layout/sharing config in use, then GPUs whose current layout changes, then nodes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
@@ -390,6 +390,31 @@ pub(crate) fn solve_per_node(
     Ok(r)
 }
 
+/// [`solve_per_node`] with the exact rows ([`NodeRows::Exact`]: `problem` a split from
+/// [`crate::plan::per_node::Split::with_spread_layouts`], so that every node can hold what the
+/// plan gives it) from `plan` (a plan cut node
+/// by node, [`crate::plan::per_node::Split::cut`]), every pool but those of `free` holding the
+/// replicas `plan` gives it ([`Program::hold`]): the plan's neighbourhood of the `free` nodes,
+/// for a large-neighbourhood search. No twins' rows (the held pools fix the order). A
+/// restriction: it proves nothing.
+pub(crate) fn solve_neighbourhood(
+    problem: &Problem<'_>,
+    goal: Goal,
+    plan: Pins,
+    free: &BTreeSet<usize>,
+) -> Result<MilpResult, MilpError> {
+    let mut prog = Program::new(problem, goal);
+    prog.held = (0..problem.pools.len()).filter(|p| !free.contains(p)).collect();
+    prog.start = plan;
+    prog.configs = false;
+    prog.budget = true;
+    prog.profile_rows = true;
+    prog.build(&Pins::new(), &Caps::new());
+    let mut r = prog.run_and_read()?;
+    r.restrict();
+    Ok(r)
+}
+
 /// Whether [`solve_with_profile_rows`] writes rows the plain program lacks: some `spread: gpu`
 /// model may run on MIG, and the solver is HiGHS or the problem small (microlp's branch and
 /// bound gets them only there, as the rows of one profile).
@@ -468,6 +493,8 @@ struct Program<'p, 'a> {
     budget: bool,
     /// A plan's replica counts to start from ([`start_values`]; empty: none).
     start: Pins,
+    /// Pools that hold the replicas `start` gives them ([`Program::hold`]; empty: none).
+    held: BTreeSet<usize>,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -525,6 +552,7 @@ impl<'p, 'a> Program<'p, 'a> {
             trimmed: false,
             budget: false,
             start: Pins::new(),
+            held: BTreeSet::new(),
         }
     }
 
@@ -541,6 +569,7 @@ impl<'p, 'a> Program<'p, 'a> {
         self.replica_vars();
         self.pool_vars();
         self.pin(pins);
+        self.hold();
         self.cap(caps);
         self.demand_rows();
         let mut bound_gpus = Expression::from(0.0);
@@ -688,6 +717,22 @@ impl<'p, 'a> Program<'p, 'a> {
                     let yv = self.served(ci, oi);
                     self.cons.push(constraint!(yv == n));
                 }
+            }
+        }
+    }
+
+    /// On each [`Program::held`] pool, every column's replicas per option fixed at the sum of
+    /// its members' in [`Program::start`] (zero where it has none): unlike [`Program::pin`],
+    /// which fixes single-model columns in every pool, this fixes every column in some pools.
+    fn hold(&mut self) {
+        for (ci, col) in self.cols.iter().enumerate() {
+            for (oi, o) in col.options.iter().enumerate() {
+                if !self.held.contains(&o.pool) {
+                    continue;
+                }
+                let n: u32 = col.members.iter().filter_map(|&m| self.start.get(&(m, o.pool, o.kind))).sum();
+                let yv = self.served(ci, oi);
+                self.cons.push(constraint!(yv == f64::from(n)));
             }
         }
     }

@@ -896,6 +896,32 @@ fn a_plan_cut_per_node_keeps_each_nodes_replicas_fullest_node_first() {
     assert_eq!(pairs, 2, "two replicas of two GPUs each: {cut:?}");
 }
 
+/// A neighbourhood of a plan ([`crate::plan::milp::solve_neighbourhood`]) keeps every held node's replicas
+/// as the plan has them, zero where it has none, and places the rest on the free node: here
+/// three replicas on node 0, where the program alone would use two nodes (it counts nodes).
+#[test]
+fn a_neighbourhood_holds_every_other_nodes_replicas() {
+    let names = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
+    let a100 = crate::bench::pool("a100", "A100-SXM4-80GB", 4, names);
+    let spec = crate::bench::spec("t", vec![a100], vec![crate::bench::model("m", 78 * 1024, 0.0, 6)]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let split = crate::plan::per_node::split(&problem).expect("a pool of three named nodes splits");
+    let kind =
+        split.problem.models[0].options.iter().find(|o| o.pool == 1).expect("an option on node 1").kind;
+    let plan: crate::plan::milp::Pins = [((0, 1, kind), 2), ((0, 2, kind), 1)].into_iter().collect();
+    let free = std::collections::BTreeSet::from([0]);
+    let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
+    let r =
+        crate::plan::milp::solve_neighbourhood(&split.problem, goal, plan.clone(), &free).expect("it solves");
+    let held: crate::plan::milp::Pins =
+        r.replicas.iter().filter(|(k, n)| k.1 != 0 && **n > 0).map(|(&k, &n)| (k, n)).collect();
+    assert_eq!(held, plan, "the held nodes as the plan has them");
+    let on_free: u32 = r.replicas.iter().filter(|(k, _)| k.1 == 0).map(|(_, &n)| n).sum();
+    assert_eq!(on_free, 3, "{:?}", r.replicas);
+    assert!(!r.optimal && r.floor.is_none(), "a neighbourhood proves nothing");
+}
+
 /// No pool splits where none has two named nodes, or where every multi-node pool runs a
 /// layout today (its nodes are not interchangeable, and the day-2 re-plan owns them).
 #[test]
