@@ -88,11 +88,18 @@ pub(crate) fn maximal(gpu: &GpuModel, profiles: &[ProfileInfo]) -> Vec<Layout> {
 
 /// The maximal layouts among `every` (all valid layouts of some profiles, from [`all`]).
 pub(crate) fn maximal_of(every: Vec<Layout>) -> Vec<Layout> {
+    maximal_in(every, |_| true)
+}
+
+/// The layouts among `every` (all valid layouts of some profiles, from [`all`]) to which no
+/// instance of a profile `q` with `grows(q)` can be added: [`maximal_of`] when every profile
+/// grows.
+pub(crate) fn maximal_in(every: Vec<Layout>, grows: impl Fn(usize) -> bool) -> Vec<Layout> {
     let valid: std::collections::BTreeSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
     every
         .into_iter()
         .filter(|l| {
-            (0..l.counts.len()).all(|q| {
+            (0..l.counts.len()).filter(|&q| grows(q)).all(|q| {
                 let mut c = l.counts.clone();
                 c[q] += 1;
                 !valid.contains(&c)

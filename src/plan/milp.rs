@@ -392,11 +392,10 @@ pub(crate) fn solve_per_node(
 
 /// [`solve_per_node`] with the exact rows ([`NodeRows::Exact`]: `problem` a split from
 /// [`crate::plan::per_node::Split::with_spread_layouts`], so that every node can hold what the
-/// plan gives it) from `plan` (a plan cut node
-/// by node, [`crate::plan::per_node::Split::cut`]), every pool but those of `free` holding the
-/// replicas `plan` gives it ([`Program::hold`]): the plan's neighbourhood of the `free` nodes,
-/// for a large-neighbourhood search. No twins' rows (the held pools fix the order). A
-/// restriction: it proves nothing.
+/// plan gives it) from `plan` (a plan cut node by node, [`crate::plan::per_node::Split::cut`]),
+/// every pool but those of `free` holding the replicas `plan` gives it ([`Program::hold`]): the
+/// plan's neighbourhood of the `free` nodes, for a large-neighbourhood search. No twins' rows
+/// (the held pools fix the order). A restriction: it proves nothing.
 pub(crate) fn solve_neighbourhood(
     problem: &Problem<'_>,
     goal: Goal,

@@ -17,8 +17,8 @@
 //! and [`Split::merge`], which maps an assignment of the split problem back onto the problem.
 //!
 //! The candidate layouts for the pooled rows on each node ([`Split::with_spread_layouts`]):
-//! where a `spread: gpu` model may run on MIG, every valid layout to which no instance of a profile that no such model uses
-//! can be added, not only the maximal ones. The rule (`assign::NodeA::mig_spread_ok`, the
+//! where a `spread: gpu` model may run on MIG, every valid layout to which no instance of a
+//! profile that no such model uses can be added, not only the maximal ones. The rule (`assign::NodeA::mig_spread_ok`, the
 //! verifier's) reads the instances a GPU runs, and a plan trims those no replica uses: a GPU
 //! whose maximal layout holds two `1g.10gb` may run one, so that a model's two replicas on a
 //! node cannot be handed the same GPU. On the maximal layouts alone the pooled rows of one
@@ -40,6 +40,7 @@
 use std::collections::BTreeMap;
 
 use crate::plan::assign::{Assignment, NodeA, PoolA};
+use crate::plan::layouts::{self, Layout};
 use crate::plan::milp::Pins;
 use crate::plan::problem::{Kind, Opt, Problem};
 
@@ -117,7 +118,7 @@ pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
 /// The candidate layouts of pool `pi` for rows exact on the `spread: gpu` rule: every valid
 /// layout to which no instance of a profile that no `spread: gpu` model uses here can be
 /// added. `None` when no such model may run on MIG in the pool.
-fn spread_layouts(problem: &Problem<'_>, pi: usize) -> Option<Vec<crate::plan::layouts::Layout>> {
+fn spread_layouts(problem: &Problem<'_>, pi: usize) -> Option<Vec<Layout>> {
     let p = &problem.pools[pi];
     let mut spread = vec![false; p.profiles.len()];
     for m in problem.models.iter().filter(|m| m.spec.spread == crate::spec::Spread::Gpu) {
@@ -132,18 +133,7 @@ fn spread_layouts(problem: &Problem<'_>, pi: usize) -> Option<Vec<crate::plan::l
     if !spread.iter().any(|&s| s) {
         return None;
     }
-    let mut out: Vec<crate::plan::layouts::Layout> = p
-        .valid
-        .iter()
-        .filter(|c| {
-            (0..c.len()).filter(|&q| !spread[q]).all(|q| {
-                let mut more = (*c).clone();
-                more[q] += 1;
-                !p.valid.contains(&more)
-            })
-        })
-        .filter_map(|c| crate::plan::layouts::from_counts(p.gpu, &p.profiles, c.clone()))
-        .collect();
+    let mut out = layouts::maximal_in(layouts::all(p.gpu, &p.profiles), |q| spread.get(q) == Some(&false));
     // Layouts running today stay candidates (the pool is then kept whole).
     for l in &p.layouts {
         if !out.iter().any(|x| x.counts == l.counts) {
@@ -161,9 +151,13 @@ impl Split<'_> {
     /// necessary on them already (a trimmed layout lies inside a maximal one), and the program
     /// stays smaller.
     pub(crate) fn with_spread_layouts(mut self) -> Self {
+        // The one-node pools of a pool have the same GPU, layouts and options: once per pool.
+        let mut of: BTreeMap<usize, Option<Vec<Layout>>> = BTreeMap::new();
         for j in 0..self.problem.pools.len() {
-            if let Some(l) = spread_layouts(&self.problem, j) {
-                self.problem.pools[j].layouts = l;
+            let origin = self.origin.get(j).copied().unwrap_or(j);
+            let layouts = of.entry(origin).or_insert_with(|| spread_layouts(&self.problem, j));
+            if let Some(l) = layouts {
+                self.problem.pools[j].layouts = l.clone();
             }
         }
         self

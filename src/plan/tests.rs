@@ -896,9 +896,10 @@ fn a_plan_cut_per_node_keeps_each_nodes_replicas_fullest_node_first() {
     assert_eq!(pairs, 2, "two replicas of two GPUs each: {cut:?}");
 }
 
-/// A neighbourhood of a plan ([`crate::plan::milp::solve_neighbourhood`]) keeps every held node's replicas
-/// as the plan has them, zero where it has none, and places the rest on the free node: here
-/// three replicas on node 0, where the program alone would use two nodes (it counts nodes).
+/// A neighbourhood of a plan ([`crate::plan::milp::solve_neighbourhood`]) keeps every held
+/// node's replicas as the plan has them, zero where it has none, and places the rest on the
+/// free node: here three replicas on node 0, where the program alone would use two nodes (it
+/// counts nodes).
 #[test]
 fn a_neighbourhood_holds_every_other_nodes_replicas() {
     let names = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
@@ -944,9 +945,9 @@ proptest::proptest! {
 
     /// Why the program per node bounds every plan (`per_node`'s module header): a plan, cut
     /// node by node and its nodes renumbered by decreasing GPUs, meets every row of the split
-    /// program, with either set of `spread: gpu` rows. First fit's plan of the split problem (valid: the placement routine keeps every
-    /// node rule) with its spread models pinned node by node and its cost as a cap must leave
-    /// the program feasible, at most that cost.
+    /// program, with either set of `spread: gpu` rows. First fit's plan of the split problem
+    /// (valid: the placement routine keeps every node rule) with its spread models pinned node
+    /// by node and its cost as a cap must leave the program feasible, at most that cost.
     #[test]
     fn a_first_fit_plan_cut_per_node_is_a_solution_of_the_program_per_node(
         pools in proptest::collection::vec((proptest::bool::weighted(0.75), 2u32..=3, 1u32..=4), 1..=2),
