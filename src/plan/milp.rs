@@ -366,7 +366,8 @@ pub(crate) enum NodeRows {
 /// every plan of the planner's model (see [`crate::plan::per_node`]); `pins` (tests: a plan's
 /// own counts) make it a restriction.
 /// `start` (a plan's counts per node, [`crate::plan::per_node::Split::cut`]; may be empty)
-/// only seeds the search.
+/// only seeds the search. `work`: the multiple of the node budget (1, or [`HARDER_WORK`] for
+/// the per-node step's last solve).
 pub(crate) fn solve_per_node(
     problem: &Problem<'_>,
     goal: Goal,
@@ -374,8 +375,10 @@ pub(crate) fn solve_per_node(
     pins: &Pins,
     rows: NodeRows,
     start: Pins,
+    work: u32,
 ) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, goal);
+    prog.work = work;
     prog.start = start;
     prog.twins = twins.to_vec();
     prog.configs = false;

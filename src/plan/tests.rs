@@ -993,7 +993,7 @@ proptest::proptest! {
         let goal = Goal::Plan { cost_bound: Some(cost), gpu_floor: None };
         let exact = split.clone().with_spread_layouts();
         for (rows, split) in [(NodeRows::Exact, &exact), (NodeRows::Trimmed, &split)] {
-            match solve_per_node(&split.problem, goal, &split.twins, &pins, rows, Pins::new()) {
+            match solve_per_node(&split.problem, goal, &split.twins, &pins, rows, Pins::new(), 1) {
                 Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{rows:?}: {} above first fit's {cost}", r.cost),
                 Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node ({rows:?}): {e:?}"),
             }
