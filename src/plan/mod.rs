@@ -8,10 +8,13 @@
 //! Invariants: deterministic (same bytes for the same input, whatever its order); every MIG
 //! layout in a plan passed [`crate::catalog::layout::validate`]; solver types never leave this module.
 
-/// One line of the planning trace: `tr!(tracer, "format", args…)` (see [`Tracer`]).
+/// One line of the planning trace: `tr!(tracer, "format", args…)` (see [`Tracer`]). The
+/// arguments are evaluated only while tracing (some format a solver's result).
 macro_rules! tr {
     ($t:expr, $($a:tt)*) => {
-        $t.line(format_args!($($a)*))
+        if $t.on() {
+            $t.line(format_args!($($a)*))
+        }
     };
 }
 
@@ -562,6 +565,11 @@ struct Tracer<'w> {
 }
 
 impl Tracer<'_> {
+    /// Whether the trace is written (`GPUPLAN_TRACE`).
+    fn on(&self) -> bool {
+        self.out.is_some()
+    }
+
     fn line(&mut self, args: std::fmt::Arguments<'_>) {
         if let Some(w) = self.out.as_mut() {
             // Trace write errors are ignored: the trace is a diagnostic aid, not output.
