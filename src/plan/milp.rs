@@ -377,12 +377,9 @@ pub(crate) fn solve_per_node(
     start: Pins,
     work: u32,
 ) -> Result<MilpResult, MilpError> {
-    let mut prog = Program::new(problem, goal);
+    let mut prog = Program::per_node(problem, goal, start);
     prog.work = work;
-    prog.start = start;
     prog.twins = twins.to_vec();
-    prog.configs = false;
-    prog.budget = true;
     prog.trimmed = rows == NodeRows::Trimmed;
     prog.profile_rows = rows != NodeRows::Trimmed;
     prog.build(pins, &Caps::new());
@@ -405,11 +402,8 @@ pub(crate) fn solve_neighbourhood(
     plan: Pins,
     free: &BTreeSet<usize>,
 ) -> Result<MilpResult, MilpError> {
-    let mut prog = Program::new(problem, goal);
+    let mut prog = Program::per_node(problem, goal, plan);
     prog.held = (0..problem.pools.len()).filter(|p| !free.contains(p)).collect();
-    prog.start = plan;
-    prog.configs = false;
-    prog.budget = true;
     prog.profile_rows = true;
     prog.build(&Pins::new(), &Caps::new());
     let mut r = prog.run_and_read()?;
@@ -556,6 +550,17 @@ impl<'p, 'a> Program<'p, 'a> {
             start: Pins::new(),
             held: BTreeSet::new(),
         }
+    }
+
+    /// The program per node's setup ([`solve_per_node`], [`solve_neighbourhood`]): a start
+    /// (may be empty), no objective level for distinct configs (it would count them node by
+    /// node), and the node budget in proportion to the columns.
+    fn per_node(problem: &'p Problem<'a>, goal: Goal, start: Pins) -> Self {
+        let mut prog = Self::new(problem, goal);
+        prog.start = start;
+        prog.configs = false;
+        prog.budget = true;
+        prog
     }
 
     /// [`Program::new`] with the rows of several profiles ([`Program::mixed_profile_rows`]) where
