@@ -57,6 +57,9 @@ pub(crate) struct Split<'a> {
     /// Pairs (a, b) of one-node pools of the same pool whose nodes are interchangeable: any
     /// plan can be renumbered so that `a` uses at least as many GPUs as `b`.
     pub twins: Vec<(usize, usize)>,
+    /// Whether each pool's candidates are [`spread_layouts`] ([`Split::with_spread_layouts`]):
+    /// the exact rows (`milp::NodeRows::Exact`) bound every plan only on them.
+    pub spread_layouts: bool,
 }
 
 /// `problem` with every pool of named nodes, none of which runs a layout today, split into
@@ -112,7 +115,7 @@ pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
         })
         .collect();
     let problem = Problem { pools, models, ..problem.clone() };
-    Some(Split { problem, origin, twins })
+    Some(Split { problem, origin, twins, spread_layouts: false })
 }
 
 /// The candidate layouts of pool `pi` for rows exact on the `spread: gpu` rule: every valid
@@ -160,6 +163,7 @@ impl Split<'_> {
                 self.problem.pools[j].layouts = l.clone();
             }
         }
+        self.spread_layouts = true;
         self
     }
 

@@ -913,14 +913,41 @@ fn a_neighbourhood_holds_every_other_nodes_replicas() {
     let plan: crate::plan::milp::Pins = [((0, 1, kind), 2), ((0, 2, kind), 1)].into_iter().collect();
     let free = std::collections::BTreeSet::from([0]);
     let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
-    let r =
-        crate::plan::milp::solve_neighbourhood(&split.problem, goal, plan.clone(), &free).expect("it solves");
+    let r = crate::plan::milp::solve_neighbourhood(&split, goal, plan.clone(), &free).expect("it solves");
     let held: crate::plan::milp::Pins =
         r.replicas.iter().filter(|(k, n)| k.1 != 0 && **n > 0).map(|(&k, &n)| (k, n)).collect();
     assert_eq!(held, plan, "the held nodes as the plan has them");
     let on_free: u32 = r.replicas.iter().filter(|(k, _)| k.1 == 0).map(|(_, &n)| n).sum();
     assert_eq!(on_free, 3, "{:?}", r.replicas);
     assert!(!r.optimal && r.floor.is_none(), "a neighbourhood proves nothing");
+}
+
+/// The exact rows bound every plan only on the candidates of
+/// [`crate::plan::per_node::Split::with_spread_layouts`]: on a split without them the program
+/// per node's result is a restriction (no optimum, no floor), on one with them it proves.
+/// HiGHS, as the step per node.
+#[cfg(feature = "highs")]
+#[test]
+fn the_exact_rows_prove_only_on_the_spread_layouts() {
+    use crate::plan::milp::{Goal, NodeRows, Pins, solve_per_node};
+    let names = vec!["n1".to_owned(), "n2".to_owned()];
+    let a100 = crate::bench::pool("a100", "A100-SXM4-80GB", 2, names);
+    let mut by_gpu = crate::bench::model("by-gpu", 9 * 1024, 0.0, 3);
+    by_gpu.spread = crate::spec::Spread::Gpu;
+    let spec = crate::bench::spec("t", vec![a100], vec![by_gpu]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let plain = crate::plan::per_node::split(&problem).expect("a pool of two named nodes splits");
+    let exact = plain.clone().with_spread_layouts();
+    assert!(!plain.spread_layouts && exact.spread_layouts);
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    let on_plain =
+        solve_per_node(&plain, goal, &Pins::new(), NodeRows::Exact, Pins::new(), 1).expect("it solves");
+    assert!(!on_plain.optimal && on_plain.floor.is_none(), "a restriction proves nothing");
+    let on_exact =
+        solve_per_node(&exact, goal, &Pins::new(), NodeRows::Exact, Pins::new(), 1).expect("it solves");
+    assert!(on_exact.optimal, "a small program per node is solved to optimality");
+    assert!((on_exact.cost - on_plain.cost).abs() < 1e-9, "{} against {}", on_exact.cost, on_plain.cost);
 }
 
 /// No pool splits where none has two named nodes, or where every multi-node pool runs a
@@ -993,7 +1020,7 @@ proptest::proptest! {
         let goal = Goal::Plan { cost_bound: Some(cost), gpu_floor: None };
         let exact = split.clone().with_spread_layouts();
         for (rows, split) in [(NodeRows::Exact, &exact), (NodeRows::Trimmed, &split)] {
-            match solve_per_node(&split.problem, goal, &split.twins, &pins, rows, Pins::new(), 1) {
+            match solve_per_node(split, goal, &pins, rows, Pins::new(), 1) {
                 Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{rows:?}: {} above first fit's {cost}", r.cost),
                 Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node ({rows:?}): {e:?}"),
             }
