@@ -40,7 +40,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
-use crate::plan::per_node::Split;
 use crate::plan::problem::{Kind, Need, Opt, Problem, Share, is_large};
 use crate::spec::Spread;
 
@@ -359,35 +358,38 @@ pub(crate) enum NodeRows {
     Trimmed,
 }
 
-/// [`solve`] on a problem whose pools are single nodes (`split`, [`crate::plan::per_node`]),
-/// with its twins (pairs of interchangeable nodes) ordered by their GPUs, the `spread: gpu`
-/// rows of `rows`, no objective level for distinct configs (it would count them node by node), and a
+/// [`solve`] on a problem whose pools are single nodes ([`crate::plan::per_node`]), with
+/// `twins` (pairs of interchangeable nodes) ordered by their GPUs, the `spread: gpu` rows of
+/// `rows`, no objective level for distinct configs (it would count them node by node), and a
 /// node budget in proportion to its columns ([`PER_NODE_COLUMN_NODES`]). With
 /// [`NodeRows::Exact`] or [`NodeRows::Trimmed`], unpinned, its optimum and dual bound bound
 /// every plan of the planner's model (see [`crate::plan::per_node`]); `pins` (tests: a plan's
-/// own counts) make it a restriction, as do the exact rows on a split whose candidates are not
-/// [`crate::plan::per_node::Split::with_spread_layouts`]' (there they may cut a plan).
-/// `start` (a plan's counts per node, [`crate::plan::per_node::Split::cut`]; may be empty)
-/// only seeds the search. `work`: the multiple of the node budget (1, or [`HARDER_WORK`] for
+/// own counts) make it a restriction, as does `exact_cuts` (the exact rows on candidates that
+/// are not [`crate::plan::per_node::Split::with_spread_layouts`]', where they may cut a plan;
+/// [`crate::plan::per_node::Split::solve`] says which). `start` (a plan's counts per node,
+/// [`crate::plan::per_node::Split::cut`]; may be empty) only seeds the search. `work`: the multiple of the node budget (1, or [`HARDER_WORK`] for
 /// the per-node step's last solve).
+#[allow(clippy::too_many_arguments, reason = "the program per node's knobs; one caller, Split::solve")]
 pub(crate) fn solve_per_node(
-    split: &Split<'_>,
+    problem: &Problem<'_>,
     goal: Goal,
+    twins: &[(usize, usize)],
     pins: &Pins,
     rows: NodeRows,
     start: Pins,
     work: u32,
+    exact_cuts: bool,
 ) -> Result<MilpResult, MilpError> {
-    let mut prog = Program::per_node(&split.problem, goal, start);
+    let mut prog = Program::per_node(problem, goal, start);
     prog.work = work;
-    prog.twins = split.twins.clone();
+    prog.twins = twins.to_vec();
     prog.trimmed = rows == NodeRows::Trimmed;
     prog.profile_rows = rows != NodeRows::Trimmed;
     prog.build(pins, &Caps::new());
     let mut r = prog.run_and_read()?;
     let proves = match rows {
         NodeRows::Placed => false,
-        NodeRows::Exact => split.spread_layouts,
+        NodeRows::Exact => !exact_cuts,
         NodeRows::Trimmed => true,
     };
     if !pins.is_empty() || !proves {
@@ -403,13 +405,13 @@ pub(crate) fn solve_per_node(
 /// plan's neighbourhood of the `free` nodes, for a large-neighbourhood search. No twins' rows
 /// (the held pools fix the order). A restriction: it proves nothing.
 pub(crate) fn solve_neighbourhood(
-    split: &Split<'_>,
+    problem: &Problem<'_>,
     goal: Goal,
     plan: Pins,
     free: &BTreeSet<usize>,
 ) -> Result<MilpResult, MilpError> {
-    let mut prog = Program::per_node(&split.problem, goal, plan);
-    prog.held = (0..split.problem.pools.len()).filter(|p| !free.contains(p)).collect();
+    let mut prog = Program::per_node(problem, goal, plan);
+    prog.held = (0..problem.pools.len()).filter(|p| !free.contains(p)).collect();
     prog.profile_rows = true;
     prog.build(&Pins::new(), &Caps::new());
     let mut r = prog.run_and_read()?;

@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 
 use crate::plan::assign::{Assignment, NodeA, PoolA};
 use crate::plan::layouts::{self, Layout};
-use crate::plan::milp::Pins;
+use crate::plan::milp::{self, Goal, MilpError, MilpResult, NodeRows, Pins};
 use crate::plan::problem::{Kind, Opt, Problem};
 
 /// Nodes in all above which no split is written: the program grows with the nodes (each one
@@ -165,6 +165,21 @@ impl Split<'_> {
         }
         self.spread_layouts = true;
         self
+    }
+
+    /// The program per node on this split ([`milp::solve_per_node`]): with the exact rows on
+    /// candidates other than [`Split::with_spread_layouts`]', where they may cut a plan, a
+    /// restriction (no optimum, no floor).
+    pub(crate) fn solve(
+        &self,
+        goal: Goal,
+        pins: &Pins,
+        rows: NodeRows,
+        start: Pins,
+        work: u32,
+    ) -> Result<MilpResult, MilpError> {
+        let cuts = rows == NodeRows::Exact && !self.spread_layouts;
+        milp::solve_per_node(&self.problem, goal, &self.twins, pins, rows, start, work, cuts)
     }
 
     /// `a`, a plan of the original problem, cut node by node: its replicas per (model, pool

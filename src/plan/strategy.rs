@@ -471,7 +471,7 @@ impl NodeSolve<'_, '_> {
         let Self { rows, split, from_plan, work } = *self;
         let start = if from_plan { split.cut(problem, &c.assignment) } else { Pins::new() };
         let goal = per_node_goal(inputs.goal);
-        let solved = milp::solve_per_node(split, goal, &Pins::new(), rows, start, work);
+        let solved = split.solve(goal, &Pins::new(), rows, start, work);
         tr!(
             tracer,
             "MILP per node ({rows:?} rows, {} pools, from the plan: {from_plan}, work {work}): {:?}",
@@ -571,7 +571,7 @@ fn neighbourhoods(
             break;
         }
         let plan = split.cut(problem, &c.assignment);
-        let solved = milp::solve_neighbourhood(split, goal, plan, &free);
+        let solved = milp::solve_neighbourhood(&split.problem, goal, plan, &free);
         tr!(
             tracer,
             "MILP per node, {} node(s) free, the rest held: {:?}",

@@ -913,7 +913,8 @@ fn a_neighbourhood_holds_every_other_nodes_replicas() {
     let plan: crate::plan::milp::Pins = [((0, 1, kind), 2), ((0, 2, kind), 1)].into_iter().collect();
     let free = std::collections::BTreeSet::from([0]);
     let goal = crate::plan::milp::Goal::Plan { cost_bound: None, gpu_floor: None };
-    let r = crate::plan::milp::solve_neighbourhood(&split, goal, plan.clone(), &free).expect("it solves");
+    let r =
+        crate::plan::milp::solve_neighbourhood(&split.problem, goal, plan.clone(), &free).expect("it solves");
     let held: crate::plan::milp::Pins =
         r.replicas.iter().filter(|(k, n)| k.1 != 0 && **n > 0).map(|(&k, &n)| (k, n)).collect();
     assert_eq!(held, plan, "the held nodes as the plan has them");
@@ -929,7 +930,7 @@ fn a_neighbourhood_holds_every_other_nodes_replicas() {
 #[cfg(feature = "highs")]
 #[test]
 fn the_exact_rows_prove_only_on_the_spread_layouts() {
-    use crate::plan::milp::{Goal, NodeRows, Pins, solve_per_node};
+    use crate::plan::milp::{Goal, NodeRows, Pins};
     let names = vec!["n1".to_owned(), "n2".to_owned()];
     let a100 = crate::bench::pool("a100", "A100-SXM4-80GB", 2, names);
     let mut by_gpu = crate::bench::model("by-gpu", 9 * 1024, 0.0, 3);
@@ -941,11 +942,9 @@ fn the_exact_rows_prove_only_on_the_spread_layouts() {
     let exact = plain.clone().with_spread_layouts();
     assert!(!plain.spread_layouts && exact.spread_layouts);
     let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
-    let on_plain =
-        solve_per_node(&plain, goal, &Pins::new(), NodeRows::Exact, Pins::new(), 1).expect("it solves");
+    let on_plain = plain.solve(goal, &Pins::new(), NodeRows::Exact, Pins::new(), 1).expect("it solves");
     assert!(!on_plain.optimal && on_plain.floor.is_none(), "a restriction proves nothing");
-    let on_exact =
-        solve_per_node(&exact, goal, &Pins::new(), NodeRows::Exact, Pins::new(), 1).expect("it solves");
+    let on_exact = exact.solve(goal, &Pins::new(), NodeRows::Exact, Pins::new(), 1).expect("it solves");
     assert!(on_exact.optimal, "a small program per node is solved to optimality");
     assert!((on_exact.cost - on_plain.cost).abs() < 1e-9, "{} against {}", on_exact.cost, on_plain.cost);
 }
@@ -980,7 +979,7 @@ proptest::proptest! {
         pools in proptest::collection::vec((proptest::bool::weighted(0.75), 2u32..=3, 1u32..=4), 1..=2),
         params in proptest::collection::vec((1u64..=40, 0u32..=12, 1u32..=3, 0u8..3, 0u8..3), 1..=5),
     ) {
-        use crate::plan::milp::{Goal, NodeRows, Pins, solve_per_node};
+        use crate::plan::milp::{Goal, NodeRows, Pins};
         let pools = pools
             .iter()
             .enumerate()
@@ -1020,7 +1019,7 @@ proptest::proptest! {
         let goal = Goal::Plan { cost_bound: Some(cost), gpu_floor: None };
         let exact = split.clone().with_spread_layouts();
         for (rows, split) in [(NodeRows::Exact, &exact), (NodeRows::Trimmed, &split)] {
-            match solve_per_node(split, goal, &pins, rows, Pins::new(), 1) {
+            match split.solve(goal, &pins, rows, Pins::new(), 1) {
                 Ok(r) => proptest::prop_assert!(r.cost <= cost + 1e-6, "{rows:?}: {} above first fit's {cost}", r.cost),
                 Err(e) => proptest::prop_assert!(false, "first fit's plan is no solution of the program per node ({rows:?}): {e:?}"),
             }
