@@ -367,8 +367,8 @@ pub(crate) enum NodeRows {
 /// own counts) make it a restriction, as does `exact_cuts` (the exact rows on candidates that
 /// are not [`crate::plan::per_node::Split::with_spread_layouts`]', where they may cut a plan;
 /// [`crate::plan::per_node::Split::solve`] says which). `start` (a plan's counts per node,
-/// [`crate::plan::per_node::Split::cut`]; may be empty) only seeds the search. `work`: the multiple of the node budget (1, or [`HARDER_WORK`] for
-/// the per-node step's last solve).
+/// [`crate::plan::per_node::Split::cut`]; may be empty) only seeds the search. `work`: the
+/// multiple of the node budget (1, or [`HARDER_WORK`] for the per-node step's last solve).
 #[allow(clippy::too_many_arguments, reason = "the program per node's knobs; one caller, Split::solve")]
 pub(crate) fn solve_per_node(
     problem: &Problem<'_>,

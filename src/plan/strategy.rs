@@ -440,7 +440,7 @@ pub(crate) fn per_node(
     // (128 GPUs, "mixed, priced", seed 6: $106.31 → $106.93, a bound of $107.20 over the
     // prices' steps, and the plan, $108.80, is within the target; 100 GPUs of six types,
     // "mixed", seed 3: 42.90 → 43.08, a bound of 44 GPUs; docs/benchmarks.md). Only fleets
-    // still outside the target pay for it (about 240–310 s there).
+    // still outside the target pay for it (240–500 s on the stress fleets' four misses).
     let last =
         NodeSolve { rows: milp::NodeRows::Exact, split: &exact, from_plan: true, work: milp::HARDER_WORK };
     last.run(problem, inputs, c, tracer)
