@@ -16,18 +16,18 @@
 //! one-node pools, the pairs of interchangeable nodes (for rows that break their symmetry),
 //! and [`Split::merge`], which maps an assignment of the split problem back onto the problem.
 //!
-//! The candidate layouts for the pooled rows on each node ([`Split::with_spread_layouts`]):
-//! where a `spread: gpu` model may run on MIG, every valid layout to which no instance of a
-//! profile that no such model uses can be added, not only the maximal ones. The rule (`assign::NodeA::mig_spread_ok`, the
-//! verifier's) reads the instances a GPU runs, and a plan trims those no replica uses: a GPU
-//! whose maximal layout holds two `1g.10gb` may run one, so that a model's two replicas on a
-//! node cannot be handed the same GPU. On the maximal layouts alone the pooled rows of one
-//! node would cut that plan (a property test found one, `plan::tests`); among these
-//! candidates each trimmed layout, grown by instances of the other profiles (which the rule
-//! does not read), is one, so the rows of one node — the GPU with two `q` instances, the GPU
-//! with instances of two profiles of one model — hold for every plan and are exactly the rule.
-//! On the six-type stress fleets every usable profile is some spread model's: 76 candidate
-//! layouts of an A100 or H100 instead of 27.
+//! The candidate layouts for the pooled rows on each node ([`Split::with_spread_layouts`]): where a
+//! `spread: gpu` model may run on MIG, every valid layout to which no instance of a profile that no
+//! such model uses can be added, not only the maximal ones. The rule
+//! (`assign::NodeA::mig_spread_ok`, the verifier's) reads the instances a GPU runs, and a plan
+//! trims those no replica uses: a GPU whose maximal layout holds two `1g.10gb` may run one, so that
+//! a model's two replicas on a node cannot be handed the same GPU. On the maximal layouts alone the
+//! pooled rows of one node would cut that plan (a property test found one, `plan::tests`); among
+//! these candidates each trimmed layout, grown by instances of the other profiles (which the rule
+//! does not read), is one, so the rows of one node — the GPU with two `q` instances, the GPU with
+//! instances of two profiles of one model — hold for every plan and are exactly the rule. On the
+//! six-type stress fleets every usable profile is some spread model's: 76 candidate layouts of an
+//! A100 or H100 instead of 27.
 //!
 //! Why its optimum bounds the planner's plans: every row of the per-pool program is a
 //! necessary condition for any pool, a pool of one node included (its module header). A plan
