@@ -966,6 +966,27 @@ fn a_problem_without_a_splittable_pool_is_not_split() {
     assert!(crate::plan::per_node::split(&crate::plan::problem::build(&spec, &catalog)).is_none());
 }
 
+/// The models of the property tests over small fleets: per model (GiB of memory, compute in
+/// twentieths, replicas, isolation index, spread index).
+fn generated_models(params: &[(u64, u32, u32, u8, u8)]) -> Vec<crate::spec::Model> {
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, &(gib, twentieths, replicas, isolation, spread))| {
+            let mut m =
+                crate::bench::model(&format!("m{i}"), gib * 1024, f64::from(twentieths) / 20.0, replicas);
+            m.isolation = [
+                crate::spec::Isolation::Shared,
+                crate::spec::Isolation::Hardware,
+                crate::spec::Isolation::Dedicated,
+            ][usize::from(isolation)];
+            m.spread = [crate::spec::Spread::None, crate::spec::Spread::Gpu, crate::spec::Spread::Node]
+                [usize::from(spread)];
+            m
+        })
+        .collect()
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: cases(), ..Default::default() })]
 
@@ -988,16 +1009,7 @@ proptest::proptest! {
                 crate::bench::pool(&format!("p{i}"), if a100 { "A100-SXM4-80GB" } else { "L4" }, per_node, names)
             })
             .collect();
-        let models = params
-            .iter()
-            .enumerate()
-            .map(|(i, &(gib, twentieths, replicas, isolation, spread))| {
-                let mut m = crate::bench::model(&format!("m{i}"), gib * 1024, f64::from(twentieths) / 20.0, replicas);
-                m.isolation = [crate::spec::Isolation::Shared, crate::spec::Isolation::Hardware, crate::spec::Isolation::Dedicated][usize::from(isolation)];
-                m.spread = [crate::spec::Spread::None, crate::spec::Spread::Gpu, crate::spec::Spread::Node][usize::from(spread)];
-                m
-            })
-            .collect();
+        let models = generated_models(&params);
         let spec = crate::bench::spec("p", pools, models);
         let catalog = Catalog::builtin();
         let problem = crate::plan::problem::build(&spec, &catalog);
@@ -1091,4 +1103,115 @@ fn the_program_per_node_replaces_a_plan_outside_the_target_with_one_that_verifie
     // Within the target of the relaxation: nothing to do.
     let kept = strategy::per_node(&problem, &inputs, candidate(&c.assignment), &mut tracer);
     assert_eq!(kept.method, Method::FfdKeptNoSolution);
+}
+
+/// Two replicas of a model on `1g.10gb` instances of two GPUs of one node: the search that
+/// empties GPUs moves the second GPU's replica to an instance added to the first GPU's layout,
+/// and the plan uses one GPU with the same replicas.
+#[test]
+fn emptying_a_gpu_moves_its_replicas_to_room_on_the_gpus_in_use() {
+    use crate::plan::assign::{Assignment, Dev, NodeA, PoolA, empty_gpus};
+    use crate::plan::problem::Kind;
+    let spec = one_a100_node(vec![crate::bench::model("x", 4 * 1024, 0.1, 2)]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let mig = |counts: [u8; 5], tenants: Vec<(usize, usize)>| Dev::Mig { counts: counts.to_vec(), tenants };
+    let one = || mig([1, 0, 0, 0, 0], vec![(0, 0)]);
+    let replicas = [((0, 0, Kind::Mig(0)), 2)].into_iter().collect();
+    let a = Assignment {
+        pools: vec![PoolA { nodes: vec![NodeA { gpus: vec![one(), one()] }] }],
+        replicas,
+        repaired: 0,
+    };
+    let b = empty_gpus(&problem, &a).expect("one GPU emptied");
+    assert_eq!(b.gpus_used(), 1);
+    let gpus: Vec<&Dev> = b.pools[0].nodes.iter().flat_map(|n| &n.gpus).collect();
+    assert_eq!(gpus, [&mig([2, 0, 0, 0, 0], vec![(0, 0), (0, 0)]), &Dev::Unused]);
+    assert_eq!(b.replicas, a.replicas);
+}
+
+/// The same two replicas of a `spread: gpu` model: on one GPU the device plugin could hand
+/// both the same GPU, so no GPU is emptied.
+#[test]
+fn emptying_a_gpu_keeps_spread_gpu_replicas_apart() {
+    use crate::plan::assign::{Assignment, Dev, NodeA, PoolA, empty_gpus};
+    use crate::plan::problem::Kind;
+    let mut s = crate::bench::model("s", 4 * 1024, 0.1, 2);
+    s.spread = crate::spec::Spread::Gpu;
+    let spec = one_a100_node(vec![s]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let one = || Dev::Mig { counts: vec![1, 0, 0, 0, 0], tenants: vec![(0, 0)] };
+    let replicas = [((0, 0, Kind::Mig(0)), 2)].into_iter().collect();
+    let a = Assignment {
+        pools: vec![PoolA { nodes: vec![NodeA { gpus: vec![one(), one()] }] }],
+        replicas,
+        repaired: 0,
+    };
+    assert!(empty_gpus(&problem, &a).is_none());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: cases(), ..Default::default() })]
+
+    /// The search that empties GPUs, from first fit's plans in every order of small fleets
+    /// (A100 and L4 pools, priced or not, so that GPUs may open in a cheaper pool; models with
+    /// compute, isolation and spread): where it empties a GPU, the plan is cheaper, every
+    /// model keeps its replicas, and the plan passes the verifier.
+    #[test]
+    fn an_emptied_plan_is_cheaper_keeps_every_replica_and_verifies(
+        pools in proptest::collection::vec((proptest::bool::weighted(0.6), 1u32..=3, 1u32..=4, 0u8..3), 1..=3),
+        params in proptest::collection::vec((1u64..=40, 0u32..=12, 1u32..=4, 0u8..3, 0u8..3), 1..=6),
+    ) {
+        let pools = pools
+            .iter()
+            .enumerate()
+            .map(|(i, &(a100, nodes, per_node, price))| {
+                let names = (1..=nodes).map(|n| format!("p{i}-n{n}")).collect();
+                let mut p = crate::bench::pool(&format!("p{i}"), if a100 { "A100-SXM4-80GB" } else { "L4" }, per_node, names);
+                p.cost_per_gpu_hour = (price > 0).then_some(f64::from(price));
+                p
+            })
+            .collect::<Vec<_>>();
+        // Prices on every pool or none.
+        let priced = pools.iter().all(|p| p.cost_per_gpu_hour.is_some());
+        let pools = pools
+            .into_iter()
+            .map(|mut p| {
+                if !priced {
+                    p.cost_per_gpu_hour = None;
+                }
+                p
+            })
+            .collect();
+        let models = generated_models(&params);
+        let spec = crate::bench::spec("p", pools, models);
+        let catalog = Catalog::builtin();
+        let problem = crate::plan::problem::build(&spec, &catalog);
+        for a in crate::plan::assign::ffd_every_order(&problem) {
+            let Some(b) = crate::plan::assign::empty_gpus(&problem, &a) else { continue };
+            proptest::prop_assert!(b.cost(&problem) < a.cost(&problem) - 1e-9, "{} not below {}", b.cost(&problem), a.cost(&problem));
+            let per_model = |x: &crate::plan::assign::Assignment| {
+                let mut n = std::collections::BTreeMap::new();
+                for (&(m, ..), &c) in &x.replicas {
+                    *n.entry(m).or_insert(0u32) += c;
+                }
+                n
+            };
+            proptest::prop_assert_eq!(per_model(&b), per_model(&a));
+            let figures = crate::plan::build::Figures {
+                valid: crate::plan::bounds::valid_bound(&problem),
+                model: crate::plan::bounds::LowerBound { gpus: 0, cost_per_hour: None },
+                solver_proved: false,
+                ffd: None,
+                method: String::new(),
+            };
+            let plan = crate::plan::build::build(&problem, &b, &figures);
+            proptest::prop_assert!(plan.is_ok(), "{:?}", plan.err());
+            if let Ok(plan) = plan {
+                let violations = crate::verify::check(&spec, &catalog, &plan);
+                proptest::prop_assert!(violations.is_empty(), "{violations:?}");
+            }
+        }
+    }
 }

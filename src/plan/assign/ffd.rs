@@ -75,15 +75,7 @@ pub(super) fn ffd_items(problem: &Problem<'_>, mig_ts: bool) -> Option<Vec<Item>
 /// that fits nowhere with its preferred option tries the model's other options, smallest first.
 /// Returns `None` when some replica fits nowhere.
 pub(crate) fn ffd(problem: &Problem<'_>) -> Option<Assignment> {
-    let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
-    let items = ffd_items(problem, false)?;
-    for (_, m, choices) in items {
-        if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
-            return None;
-        }
-    }
-    trim(problem, &mut a);
-    Some(a)
+    ffd_in(problem, &ffd_items(problem, false)?, &larger_first)
 }
 
 /// A comparison of replicas for [`ffd_reordered`].
@@ -97,6 +89,22 @@ type ItemOrder<'a> = dyn Fn(&Item, &Item) -> std::cmp::Ordering + 'a;
 /// first order that places everything, and its name for the plan's reasons.
 pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'static str)> {
     let base = ffd_items(problem, false)?;
+    orders(problem).into_iter().find_map(|(name, cmp)| ffd_in(problem, &base, &*cmp).map(|a| (a, name)))
+}
+
+/// First fit in every order of [`ffd_reordered`] that places everything, and in the size order
+/// of [`ffd`] first: the starts of the search that empties GPUs ([`super::empty_gpus`]).
+pub(crate) fn ffd_every_order(problem: &Problem<'_>) -> Vec<Assignment> {
+    let Some(base) = ffd_items(problem, false) else { return Vec::new() };
+    let size: Box<ItemOrder<'_>> = Box::new(larger_first);
+    std::iter::once(size)
+        .chain(orders(problem).into_iter().map(|(_, cmp)| cmp))
+        .filter_map(|cmp| ffd_in(problem, &base, &*cmp))
+        .collect()
+}
+
+/// The orders of [`ffd_reordered`], named.
+fn orders<'p>(problem: &'p Problem<'_>) -> [(&'static str, Box<ItemOrder<'p>>); 3] {
     let spread = |m: usize| problem.models.get(m).map_or(crate::spec::Spread::None, |x| x.spec.spread);
     let class = |c: &[(usize, Kind)]| match c.first().map(|x| x.1) {
         Some(Kind::Whole(_)) => 0,
@@ -104,10 +112,10 @@ pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'stat
         Some(Kind::MigTs(..)) => 2,
         _ => 3,
     };
-    let orders: [(&'static str, Box<ItemOrder<'_>>); 3] = [
+    [
         (
             "spread models first",
-            Box::new(|x: &Item, y: &Item| spread(y.1).cmp(&spread(x.1)).then(y.0.total_cmp(&x.0))),
+            Box::new(move |x: &Item, y: &Item| spread(y.1).cmp(&spread(x.1)).then(y.0.total_cmp(&x.0))),
         ),
         (
             "fewest choices first",
@@ -117,20 +125,21 @@ pub(crate) fn ffd_reordered(problem: &Problem<'_>) -> Option<(Assignment, &'stat
             "whole GPUs, then time-slices, then MIG instances",
             Box::new(move |x: &Item, y: &Item| class(&x.2).cmp(&class(&y.2)).then(y.0.total_cmp(&x.0))),
         ),
-    ];
-    'order: for (name, cmp) in orders {
-        let mut items = base.clone();
-        items.sort_by(|x, y| cmp(x, y));
-        let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
-        for (_, m, choices) in items {
-            if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
-                continue 'order;
-            }
+    ]
+}
+
+/// First fit of the replicas `base` sorted by `cmp` (stable), or `None` when one fits nowhere.
+fn ffd_in(problem: &Problem<'_>, base: &[Item], cmp: &ItemOrder<'_>) -> Option<Assignment> {
+    let mut items = base.to_vec();
+    items.sort_by(|x, y| cmp(x, y));
+    let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
+    for (_, m, choices) in items {
+        if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
+            return None;
         }
-        trim(problem, &mut a);
-        return Some((a, name));
     }
-    None
+    trim(problem, &mut a);
+    Some(a)
 }
 
 /// A preferred (pool, kind) and the replicas still to give it.
@@ -185,13 +194,10 @@ pub(crate) fn ffd_guided(
         }
     }
     // Stable: larger first; equal sizes keep the model order.
-    items.sort_by(|x, y| y.0.total_cmp(&x.0));
-    let mut a = empty(problem, |i| problem.pools[i].max_nodes as usize);
-    for (_, m, choices) in items {
-        if !place_first(problem, &mut a, m, choices.iter().map(|&(pi, kind)| (pi, kind, Mode::Grow))) {
-            return None;
-        }
-    }
-    trim(problem, &mut a);
-    Some(a)
+    ffd_in(problem, &items, &larger_first)
+}
+
+/// Larger replicas first (by their first choice's GPU share).
+fn larger_first(x: &Item, y: &Item) -> std::cmp::Ordering {
+    y.0.total_cmp(&x.0)
 }

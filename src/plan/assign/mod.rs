@@ -282,6 +282,9 @@ pub(crate) enum Mode {
     Fixed,
     /// Configure unused GPUs and extend MIG layouts (first-fit).
     Grow,
+    /// Extend MIG layouts and fill free slots of GPUs in use, never configuring an unused GPU
+    /// (the search that empties GPUs, [`empty_gpus`]).
+    Extend,
 }
 
 /// Places one replica of model `m` at the first of `attempts` (pool, kind, mode) that has room
@@ -381,7 +384,7 @@ impl Placing<'_, '_> {
                 .iter()
                 .enumerate()
                 .filter(|(_, d)| match self.mode {
-                    Mode::Fixed => **d == Dev::Whole { tenant: None },
+                    Mode::Fixed | Mode::Extend => **d == Dev::Whole { tenant: None },
                     Mode::Grow => **d == Dev::Unused,
                 })
                 .map(|(i, _)| i)
@@ -401,7 +404,7 @@ impl Placing<'_, '_> {
         let (m, spread) = (self.m, self.spread);
         // A time-sliced GPU with a free slot first, then (growing) a new one.
         for pass in 0..2 {
-            if pass == 1 && self.mode == Mode::Fixed {
+            if pass == 1 && self.mode != Mode::Grow {
                 break;
             }
             for n in nodes.iter_mut() {
@@ -466,7 +469,7 @@ impl Placing<'_, '_> {
         let problem = self.problem;
         // A free instance first, then (growing) an extended layout, then a new MIG GPU.
         for pass in 0..3 {
-            if pass > 0 && self.mode == Mode::Fixed {
+            if (pass > 0 && self.mode == Mode::Fixed) || (pass > 1 && self.mode == Mode::Extend) {
                 break;
             }
             for n in nodes.iter_mut() {
@@ -639,6 +642,7 @@ fn model_order(problem: &Problem<'_>) -> Vec<usize> {
 }
 
 mod decompose;
+mod empty;
 mod ffd;
 mod program;
 mod search;
@@ -646,5 +650,6 @@ mod search;
 pub(crate) use decompose::{
     decompose, decompose_deferred, decompose_program, replace_mig_spread, untangle_mig_spread,
 };
-pub(crate) use ffd::{ffd, ffd_guided, ffd_reordered};
+pub(crate) use empty::empty_gpus;
+pub(crate) use ffd::{ffd, ffd_every_order, ffd_guided, ffd_reordered};
 pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};
