@@ -596,7 +596,7 @@ fn neighbourhoods(
 /// ([`assign::empty_gpus`]) from the plan and from first fit in each of its orders
 /// ([`assign::ffd_every_order`]), the cheapest result kept when cheaper than the plan. The
 /// starts end in different places (100-GPU six-type stress fleet "mixed", seed 0, pure-Rust
-/// build: the plan's 56 GPUs emptied to 50, first fit's 56 to 46; docs/benchmarks.md). Not
+/// build: the plan's 56 GPUs emptied to 49, first fit's to 44–46; docs/benchmarks.md). Not
 /// where a pool runs layouts today (the program weighs keeping them, the search does not) nor
 /// on a plan a first-fit search made (it stands for the first-fit figure).
 fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {

@@ -13,7 +13,7 @@
 //! spare room that lay-out leaves on GPUs in use is what this search fills.
 
 use crate::plan::assign::{Assignment, Dev, Mode, place, place_in, trim};
-use crate::plan::problem::{Kind, Need, Problem};
+use crate::plan::problem::{Kind, Need, Opt, Problem};
 
 /// GPUs one run of the search tries to empty at most, over all its passes (a count, not a
 /// clock).
@@ -183,16 +183,8 @@ fn emptied_one(
 /// pools: cost less per hour than the GPU being emptied), first fit over its model's options
 /// there, smallest first. The caller keeps the result only when the plan got cheaper.
 fn open_cheaper(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, weight: f64) -> bool {
-    let Some(mc) = problem.models.get(x.m) else { return false };
-    let had = mc.options.iter().find(|o| o.pool == x.pool && o.kind == x.kind).and_then(|o| o.rps);
-    let mut options: Vec<_> = mc
-        .options
-        .iter()
-        .filter(|o| problem.pools.get(o.pool).is_some_and(|p| p.weight < weight - 1e-9))
-        .filter(|o| serves_as_much(&mc.need, had, o.rps))
-        .collect();
-    options.sort_by(|p, q| p.size.total_cmp(&q.size).then(p.pool.cmp(&q.pool)).then(p.kind.cmp(&q.kind)));
-    for o in options {
+    let cheaper = |o: &Opt| problem.pools.get(o.pool).is_some_and(|p| p.weight < weight - 1e-9);
+    for o in options(problem, x, cheaper) {
         if place(problem, b, x.m, o.pool, o.kind, Mode::Grow, usize::MAX) {
             *b.replicas.entry((x.m, o.pool, o.kind)).or_insert(0) += 1;
             return true;
@@ -201,14 +193,20 @@ fn open_cheaper(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, weight: f6
     false
 }
 
-/// Whether an option serving `rps` requests per second may take a replica of a model with
-/// `need` whose option served `had`: always for a replica count, else at least as many.
-fn serves_as_much(need: &Need, had: Option<f64>, rps: Option<f64>) -> bool {
-    match (need, had) {
-        (Need::Rate { .. }, Some(had)) => rps.is_some_and(|r| r >= had),
+/// The options of replica `x`'s model that `keep` admits, smallest share first (ties by pool
+/// and kind): those that serve fewer requests per second than the one it had are left out for
+/// a rate model (its capacity stays).
+fn options<'p>(problem: &'p Problem<'_>, x: &Moved, keep: impl Fn(&Opt) -> bool) -> Vec<&'p Opt> {
+    let Some(mc) = problem.models.get(x.m) else { return Vec::new() };
+    let had = mc.options.iter().find(|o| o.pool == x.pool && o.kind == x.kind).and_then(|o| o.rps);
+    let serves = |o: &Opt| match (&mc.need, had) {
+        (Need::Rate { .. }, Some(had)) => o.rps.is_some_and(|r| r >= had),
         (Need::Rate { .. }, None) => false,
         (Need::Replicas(_), _) => true,
-    }
+    };
+    let mut options: Vec<&Opt> = mc.options.iter().filter(|o| keep(o) && serves(o)).collect();
+    options.sort_by(|p, q| p.size.total_cmp(&q.size).then(p.pool.cmp(&q.pool)).then(p.kind.cmp(&q.kind)));
+    options
 }
 
 /// Takes one replica `x` off `b`'s counts; `None` when it has none there.
@@ -228,16 +226,8 @@ fn uncount(b: &mut Assignment, x: &Moved) -> Option<()> {
 /// that serve fewer requests per second than the one it had are left out (its model's capacity
 /// stays), as are whole GPUs (they would open one).
 fn re_place(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, only: Option<(usize, usize)>) -> bool {
-    let Some(mc) = problem.models.get(x.m) else { return false };
-    let had = mc.options.iter().find(|o| o.pool == x.pool && o.kind == x.kind).and_then(|o| o.rps);
-    let mut options: Vec<_> = mc
-        .options
-        .iter()
-        .filter(|o| !matches!(o.kind, Kind::Whole(_)))
-        .filter(|o| only.is_none_or(|(pi, _)| o.pool == pi))
-        .filter(|o| serves_as_much(&mc.need, had, o.rps))
-        .collect();
-    options.sort_by(|p, q| p.size.total_cmp(&q.size).then(p.pool.cmp(&q.pool)).then(p.kind.cmp(&q.kind)));
+    let in_use = |o: &Opt| !matches!(o.kind, Kind::Whole(_)) && only.is_none_or(|(pi, _)| o.pool == pi);
+    let options = options(problem, x, in_use);
     for mode in [Mode::Fixed, Mode::Extend] {
         for o in &options {
             let nodes = match only {
