@@ -442,6 +442,20 @@ fn solve_with_work(
     prog.run_and_read()
 }
 
+/// Whether the program with every row the solver may write — the `spread: gpu` rows on MIG
+/// included, which the pure-Rust build leaves out of the programs it solves on problems that
+/// are not small ([`Program::mig_spread_gpu_rows`]) — is proven infeasible: then no plan
+/// exists (the rows are necessary for every plan). For the cascade's last word in the
+/// pure-Rust build, where a failure would otherwise blame the planner (issue 23: 128-GPU
+/// stress fleets HiGHS proves infeasible ended in `planner-failed`). A solve that stops
+/// without an answer proves nothing.
+pub(crate) fn proves_infeasible(problem: &Problem<'_>) -> bool {
+    let mut prog = Program::new(problem, Goal::Plan { cost_bound: None, gpu_floor: None });
+    prog.spread_rows = true;
+    prog.build(&Pins::new(), &Caps::new());
+    matches!(prog.run_and_read(), Err(MilpError::Infeasible))
+}
+
 /// Weights of the objective's lower levels (see the module header).
 struct Weights {
     /// Per GPU whose current MIG layout is dropped.
@@ -499,6 +513,11 @@ struct Program<'p, 'a> {
     start: Pins,
     /// Pools that hold the replicas `start` gives them ([`Program::hold`]; empty: none).
     held: BTreeSet<usize>,
+    /// Whether the `spread: gpu` rows on MIG are written ([`Program::mig_spread_gpu_rows`]):
+    /// with HiGHS, or on small problems, or where only no plan answers — the smallest addition
+    /// of nodes ([`Goal::Extend`]) and [`proves_infeasible`] — so that the addition named is
+    /// one a plan needs with every rule.
+    spread_rows: bool,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -557,6 +576,7 @@ impl<'p, 'a> Program<'p, 'a> {
             budget: false,
             start: Pins::new(),
             held: BTreeSet::new(),
+            spread_rows: cfg!(feature = "highs") || problem.small || matches!(goal, Goal::Extend { .. }),
         }
     }
 
@@ -1161,7 +1181,7 @@ impl<'p, 'a> Program<'p, 'a> {
     /// on the 100-GPU benchmark fleet its branch and bound found no solution within its node
     /// limit with these rows (first fit's 69 GPUs instead of 56).
     fn mig_spread_gpu_rows(&mut self, pi: usize) -> Vec<Constraint> {
-        if !(cfg!(feature = "highs") || self.problem.small) {
+        if !self.spread_rows {
             return Vec::new();
         }
         if self.trimmed {

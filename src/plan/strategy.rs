@@ -1088,6 +1088,11 @@ fn rescue(
                 searched: true,
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
+            // The pure-Rust build's programs leave out rows HiGHS writes; with them the
+            // program may prove that no plan exists, which then says why.
+            Err(_) if !cfg!(feature = "highs") && milp::proves_infeasible(problem) => {
+                Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible))
+            }
             Err(stuck) => Err(failure(problem, &why, &stuck, !inputs.large)),
         },
     }

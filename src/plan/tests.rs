@@ -1215,3 +1215,15 @@ proptest::proptest! {
         }
     }
 }
+
+/// The pure-Rust build's last word before `planner-failed` (`milp::proves_infeasible`): the
+/// program with every row says "infeasible" for three 70 GiB replicas on one node of two
+/// A100s, and not for two.
+#[test]
+fn the_program_with_every_row_proves_an_overfull_node_infeasible() {
+    let catalog = Catalog::builtin();
+    let of = |replicas| one_a100_node(vec![crate::bench::model("x", 70 * 1024, 0.0, replicas)]);
+    let (three, two) = (of(3), of(2));
+    assert!(crate::plan::milp::proves_infeasible(&crate::plan::problem::build(&three, &catalog)));
+    assert!(!crate::plan::milp::proves_infeasible(&crate::plan::problem::build(&two, &catalog)));
+}
