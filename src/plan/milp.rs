@@ -1177,9 +1177,10 @@ impl<'p, 'a> Program<'p, 'a> {
     /// `G1` the GPUs with exactly one `q` instance and `u` the nodes: replicas on `q` ≤ `N + G1`
     /// and ≤ `N + gpn·(u − N)` (the GPUs of the other nodes), where `B/gpn ≤ N ≤ min(B, u)`.
     /// `N` is one variable per profile, integer in the integer program. Necessary only: the
-    /// decomposition decides which node gets which GPU. With microlp only on small problems:
-    /// on the 100-GPU benchmark fleet its branch and bound found no solution within its node
-    /// limit with these rows (first fit's 69 GPUs instead of 56).
+    /// decomposition decides which node gets which GPU. With microlp only where
+    /// [`Program::spread_rows`] says (small problems, the smallest addition of nodes,
+    /// [`proves_infeasible`]): on the 100-GPU benchmark fleet its branch and bound found no
+    /// solution within its node limit with these rows (first fit's 69 GPUs instead of 56).
     fn mig_spread_gpu_rows(&mut self, pi: usize) -> Vec<Constraint> {
         if !self.spread_rows {
             return Vec::new();

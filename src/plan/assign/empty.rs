@@ -257,10 +257,11 @@ fn eject(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, budget: &mut usiz
             let gpus = b.pools[pi].nodes[ni].gpus.len();
             for gi in 0..gpus {
                 let d = &b.pools[pi].nodes[ni].gpus[gi];
-                let Some(others) = tenants(problem, d, pi) else { continue };
+                // A whole GPU's replica leaves no room a replica of `x` could take.
                 if matches!(d, Dev::Whole { .. }) {
                     continue;
                 }
+                let Some(others) = tenants(problem, d, pi) else { continue };
                 for (ti, t) in others.iter().enumerate() {
                     if t.m == x.m || others[..ti].iter().any(|o| o.m == t.m && o.kind == t.kind) {
                         continue;
