@@ -12,7 +12,7 @@
 //! 100-GPU six-type stress fleets of memory-only `spread` models in the pure-Rust build). The
 //! spare room that lay-out leaves on GPUs in use is what this search fills.
 
-use crate::plan::assign::{Assignment, Dev, Mode, place, place_in, trim};
+use crate::plan::assign::{Assignment, Dev, Mode, place, place_in, trim, trim_instances};
 use crate::plan::problem::{Kind, Need, Opt, Problem};
 
 /// GPUs one run of the search tries to empty at most, over all its passes (a count, not a
@@ -22,6 +22,14 @@ const EMPTY_TRIES: usize = 20_000;
 /// Replicas one run of the search takes off other GPUs to make room ([`eject`]) at most, over
 /// all its passes (a count, not a clock).
 const EJECT_TRIES: usize = 200_000;
+
+/// Kicks [`kicked`] gives a plan at most (a count, not a clock). On the 100-GPU six-type
+/// stress fleets a kick costs 40–90 ms (opt-level 3); the plans kept improving up to about
+/// kick 1,600 (docs/benchmarks.md).
+pub(crate) const KICKS: usize = 2_000;
+
+/// The seed of [`kicked`]'s choices: the same on every machine and every run.
+const KICK_SEED: u64 = 0x6770_7570_6c61_6e00;
 
 /// One replica to move: its model and where it ran.
 #[derive(Clone, Copy, Debug)]
@@ -169,7 +177,7 @@ fn emptied_one(
     }
     let weight = problem.pools.get(pi)?.weight;
     for x in &moved {
-        let placed = re_place(problem, &mut b, x, None)
+        let placed = re_place(problem, &mut b, x, None).is_some()
             || eject(problem, &mut b, x, budget)
             || (open && open_cheaper(problem, &mut b, x, weight));
         if !placed {
@@ -224,8 +232,13 @@ fn uncount(b: &mut Assignment, x: &Moved) -> Option<()> {
 /// Places replica `x` on a GPU in use (of node `only` = (pool, node), when given): a free
 /// instance or slot of any of its model's options first, then an extended layout; the options
 /// that serve fewer requests per second than the one it had are left out (its model's capacity
-/// stays), as are whole GPUs (they would open one).
-fn re_place(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, only: Option<(usize, usize)>) -> bool {
+/// stays), as are whole GPUs (they would open one). Where it went: `None` when nowhere.
+fn re_place(
+    problem: &Problem<'_>,
+    b: &mut Assignment,
+    x: &Moved,
+    only: Option<(usize, usize)>,
+) -> Option<Moved> {
     let in_use = |o: &Opt| !matches!(o.kind, Kind::Whole(_)) && only.is_none_or(|(pi, _)| o.pool == pi);
     let options = options(problem, x, in_use);
     for mode in [Mode::Fixed, Mode::Extend] {
@@ -236,11 +249,11 @@ fn re_place(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, only: Option<(
             };
             if place_in(problem, b, x.m, o.pool, o.kind, mode, nodes) {
                 *b.replicas.entry((x.m, o.pool, o.kind)).or_insert(0) += 1;
-                return true;
+                return Some(Moved { m: x.m, pool: o.pool, kind: o.kind });
             }
         }
     }
-    false
+    None
 }
 
 /// Places replica `x` where another model's replica makes room by moving: for each GPU in use
@@ -270,14 +283,30 @@ fn eject(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, budget: &mut usiz
                         return false;
                     }
                     *budget -= 1;
-                    let mut c = b.clone();
-                    if take_off(&mut c, (pi, ni, gi), t).is_none() {
+                    // The try works on `b` itself and undoes what it did: taking `t` off and
+                    // placing `x` change only this node and the counts; a copy of the whole
+                    // assignment is made only where `x` found room, for placing `t` anywhere.
+                    let node = b.pools[pi].nodes[ni].clone();
+                    let undo = |b: &mut Assignment, placed: Option<Moved>| {
+                        b.pools[pi].nodes[ni] = node.clone();
+                        if let Some(at) = placed {
+                            let _ = uncount(b, &at);
+                        }
+                    };
+                    if take_off(b, (pi, ni, gi), t).is_none() {
+                        undo(b, None);
                         continue;
                     }
-                    if re_place(problem, &mut c, x, Some((pi, ni))) && re_place(problem, &mut c, t, None) {
-                        *b = c;
-                        return true;
+                    let placed = re_place(problem, b, x, Some((pi, ni)));
+                    if placed.is_some() {
+                        let mut c = b.clone();
+                        if re_place(problem, &mut c, t, None).is_some() {
+                            *b = c;
+                            return true;
+                        }
                     }
+                    undo(b, placed);
+                    *b.replicas.entry((t.m, t.pool, t.kind)).or_insert(0) += 1;
                 }
             }
         }
@@ -300,4 +329,174 @@ fn take_off(b: &mut Assignment, (pi, ni, gi): (usize, usize, usize), t: &Moved) 
         _ => return None,
     }
     uncount(b, t)
+}
+
+/// An iterated local search around [`empty_gpus`]: a cheaper assignment than `a` with the same
+/// replicas, or `None`. Each of `kicks` kicks (the planner gives [`KICKS`]) takes replicas off ([`ruin_recreate`]: every
+/// replica of one node, of three GPUs, or of one model), places them again (room on GPUs in use
+/// first, else first fit, which may open a GPU) and empties GPUs from there. The result becomes
+/// the current plan when it costs no more, so the search walks across plans of equal cost; the
+/// cheapest plan seen is kept. It stops early once `enough` says a cost is good enough (the
+/// planner's target). The descent stops at a plan no single GPU can leave; a kick moves
+/// several GPUs' or a whole model's replicas at once. Its choices come from a fixed seed, and
+/// its budget is a count: deterministic.
+pub(crate) fn kicked(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    kicks: usize,
+    enough: impl Fn(f64) -> bool,
+) -> Option<Assignment> {
+    let mut mix = Mix(KICK_SEED);
+    let mut current = a.clone();
+    let mut best: Option<Assignment> = None;
+    for k in 0..kicks {
+        let least = best.as_ref().unwrap_or(a).cost(problem);
+        if enough(least) {
+            break;
+        }
+        let Some(ruined) = ruin_recreate(problem, &current, k, &mut mix) else { continue };
+        let next = searched(problem, &ruined, false).unwrap_or(ruined);
+        let cost = next.cost(problem);
+        if cost < least - 1e-9 {
+            best = Some(next.clone());
+        }
+        if cost <= current.cost(problem) + 1e-9 {
+            current = next;
+        }
+    }
+    let mut best = best?;
+    trim(problem, &mut best);
+    Some(best)
+}
+
+/// `a` with some replicas taken off and placed again (kick `k` of [`kicked`]); `None` when a
+/// replica finds no place. A GPU is drawn from `mix`; one kick in three takes every replica of
+/// a model it runs ([`model_kick`]), the others every replica of its node's GPUs or of it and
+/// two more GPUs drawn. Half the kicks place the replicas largest first, the rest in an order
+/// drawn from `mix`.
+fn ruin_recreate(problem: &Problem<'_>, a: &Assignment, k: usize, mix: &mut Mix) -> Option<Assignment> {
+    let mut gpus = Vec::new();
+    for (pi, pa) in a.pools.iter().enumerate() {
+        for (ni, n) in pa.nodes.iter().enumerate() {
+            for (gi, d) in n.gpus.iter().enumerate() {
+                if tenants(problem, d, pi).is_some() {
+                    gpus.push((pi, ni, gi));
+                }
+            }
+        }
+    }
+    let pick = *gpus.get(mix.below(gpus.len())?)?;
+    if k % 3 == 2 {
+        return model_kick(problem, a, &gpus, pick, mix);
+    }
+    let ruined: Vec<(usize, usize, usize)> = if k.is_multiple_of(2) {
+        gpus.iter().copied().filter(|g| g.0 == pick.0 && g.1 == pick.1).collect()
+    } else {
+        let mut v = vec![pick];
+        for _ in 0..2 {
+            let g = *gpus.get(mix.below(gpus.len())?)?;
+            if !v.contains(&g) {
+                v.push(g);
+            }
+        }
+        v
+    };
+    let mut b = a.clone();
+    let mut moved = Vec::new();
+    for (pi, ni, gi) in ruined {
+        let d = b.pools.get_mut(pi)?.nodes.get_mut(ni)?.gpus.get_mut(gi)?;
+        moved.extend(tenants(problem, d, pi)?);
+        *d = Dev::Unused;
+    }
+    for x in &moved {
+        uncount(&mut b, x)?;
+    }
+    trim_instances(problem, &mut b);
+    recreate(problem, b, moved, k % 4 < 2, mix)
+}
+
+/// Every replica of one model (one that `pick` runs) taken off and placed again.
+fn model_kick(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    gpus: &[(usize, usize, usize)],
+    (pi, ni, gi): (usize, usize, usize),
+    mix: &mut Mix,
+) -> Option<Assignment> {
+    let on = tenants(problem, a.pools.get(pi)?.nodes.get(ni)?.gpus.get(gi)?, pi)?;
+    let m = on.get(mix.below(on.len())?)?.m;
+    let mut b = a.clone();
+    let mut moved = Vec::new();
+    for &(pi, ni, gi) in gpus {
+        let d = b.pools.get_mut(pi)?.nodes.get_mut(ni)?.gpus.get_mut(gi)?;
+        let Some(on) = tenants(problem, d, pi) else { continue };
+        let whole = matches!(d, Dev::Whole { .. });
+        for t in on.into_iter().filter(|t| t.m == m) {
+            if whole {
+                *b.pools.get_mut(pi)?.nodes.get_mut(ni)?.gpus.get_mut(gi)? = Dev::Unused;
+                uncount(&mut b, &t)?;
+            } else {
+                take_off(&mut b, (pi, ni, gi), &t)?;
+            }
+            moved.push(t);
+        }
+    }
+    trim_instances(problem, &mut b);
+    recreate(problem, b, moved, true, mix)
+}
+
+/// The replicas `moved` placed on `b`: largest first (`by_size`) or in an order drawn from
+/// `mix`, each on room of a GPU in use, else by first fit.
+fn recreate(
+    problem: &Problem<'_>,
+    mut b: Assignment,
+    mut moved: Vec<Moved>,
+    by_size: bool,
+    mix: &mut Mix,
+) -> Option<Assignment> {
+    if by_size {
+        moved.sort_by(|x, y| size(problem, y).total_cmp(&size(problem, x)).then(x.m.cmp(&y.m)));
+    } else {
+        for i in (1..moved.len()).rev() {
+            let j = mix.below(i + 1)?;
+            moved.swap(i, j);
+        }
+    }
+    for x in &moved {
+        if !(re_place(problem, &mut b, x, None).is_some() || opened(problem, &mut b, x)) {
+            return None;
+        }
+    }
+    Some(b)
+}
+
+/// Places replica `x` by first fit over its model's options (those that serve as many requests
+/// per second as the one it had), smallest share first, opening a GPU where none has room.
+fn opened(problem: &Problem<'_>, b: &mut Assignment, x: &Moved) -> bool {
+    for o in options(problem, x, |_| true) {
+        if place(problem, b, x.m, o.pool, o.kind, Mode::Grow, usize::MAX) {
+            *b.replicas.entry((x.m, o.pool, o.kind)).or_insert(0) += 1;
+            return true;
+        }
+    }
+    false
+}
+
+/// SplitMix64: a small generator of reproducible choices for [`kicked`].
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n`; `None` when `n` is 0.
+    fn below(&mut self, n: usize) -> Option<usize> {
+        let n = u64::try_from(n).ok().filter(|&n| n > 0)?;
+        usize::try_from(self.next() % n).ok()
+    }
 }

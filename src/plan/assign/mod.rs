@@ -578,6 +578,20 @@ fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assi
 /// maximal layout the solver picked), except on GPUs that keep the layout they run today, and
 /// drops trailing unused nodes of autoscaled pools (keeping the pool's minimum).
 fn trim(problem: &Problem<'_>, a: &mut Assignment) {
+    trim_instances(problem, a);
+    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
+        if !p.autoscaled() {
+            continue;
+        }
+        while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {
+            pa.nodes.pop();
+        }
+    }
+}
+
+/// [`trim`]'s first half: the MIG instances nobody uses dropped (a GPU with none left is
+/// unused), every node kept.
+fn trim_instances(problem: &Problem<'_>, a: &mut Assignment) {
     for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
         for (ni, node) in pa.nodes.iter_mut().enumerate() {
             let name = p.node_name(ni);
@@ -620,14 +634,6 @@ fn trim(problem: &Problem<'_>, a: &mut Assignment) {
             }
         }
     }
-    for (pa, p) in a.pools.iter_mut().zip(&problem.pools) {
-        if !p.autoscaled() {
-            continue;
-        }
-        while pa.nodes.len() > p.min_nodes as usize && pa.nodes.last().is_some_and(|n| !n.used()) {
-            pa.nodes.pop();
-        }
-    }
 }
 
 /// Spread models first (they have the fewest choices), then larger replicas first.
@@ -650,6 +656,6 @@ mod search;
 pub(crate) use decompose::{
     decompose, decompose_deferred, decompose_program, replace_mig_spread, untangle_mig_spread,
 };
-pub(crate) use empty::empty_gpus;
+pub(crate) use empty::{KICKS, empty_gpus, kicked};
 pub(crate) use ffd::{ffd, ffd_every_order, ffd_guided, ffd_reordered};
 pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};
