@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, codes};
 use crate::plan::Tracer;
-use crate::plan::assign::{self, Assignment};
+use crate::plan::assign::{self, Assignment, COST_EPSILON};
 use crate::plan::bounds::LowerBound;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, Pins};
 use crate::plan::per_node;
@@ -36,10 +36,6 @@ pub(crate) const RELAXATION_PLAN_GAP: f64 = 0.01;
 /// fleet, counts of 448 GPUs laid out on 458, 453 with the program, 26 s more; another's
 /// $1,033.30 counts on $1,052.90, $1,039.60 after the capped re-solve; docs/benchmarks.md).
 const LARGE_LAY_OUT_LOSS: f64 = 0.01;
-
-/// Costs closer than this are equal: a later candidate replaces an earlier one only when it is
-/// cheaper by more (ties go to the earlier step of the cascade).
-const COST_EPSILON: f64 = 1e-9;
 
 /// A plan one step of the cascade found.
 #[derive(Debug)]

@@ -12,7 +12,7 @@
 //! 100-GPU six-type stress fleets of memory-only `spread` models in the pure-Rust build). The
 //! spare room that lay-out leaves on GPUs in use is what this search fills.
 
-use crate::plan::assign::{Assignment, Dev, Mode, place, place_in, trim, trim_instances};
+use crate::plan::assign::{Assignment, COST_EPSILON, Dev, Mode, place, place_in, trim, trim_instances};
 use crate::plan::problem::{Kind, Need, Opt, Problem};
 
 /// GPUs one run of the search tries to empty at most, over all its passes (a count, not a
@@ -47,7 +47,7 @@ pub(crate) fn empty_gpus(problem: &Problem<'_>, a: &Assignment) -> Option<Assign
     let interleaved = searched(problem, a, false);
     let moves_first = searched(problem, a, true);
     match (interleaved, moves_first) {
-        (Some(x), Some(y)) if y.cost(problem) < x.cost(problem) - 1e-9 => Some(y),
+        (Some(x), Some(y)) if y.cost(problem) < x.cost(problem) - COST_EPSILON => Some(y),
         (x, y) => x.or(y),
     }
 }
@@ -184,14 +184,14 @@ fn emptied_one(
             return None;
         }
     }
-    (b.cost(problem) < a.cost(problem) - 1e-9).then_some(b)
+    (b.cost(problem) < a.cost(problem) - COST_EPSILON).then_some(b)
 }
 
 /// Places replica `x` on a GPU it opens in a pool whose GPUs weigh less than `weight` (priced
 /// pools: cost less per hour than the GPU being emptied), first fit over its model's options
 /// there, smallest first. The caller keeps the result only when the plan got cheaper.
 fn open_cheaper(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, weight: f64) -> bool {
-    let cheaper = |o: &Opt| problem.pools.get(o.pool).is_some_and(|p| p.weight < weight - 1e-9);
+    let cheaper = |o: &Opt| problem.pools.get(o.pool).is_some_and(|p| p.weight < weight - COST_EPSILON);
     for o in options(problem, x, cheaper) {
         if place(problem, b, x.m, o.pool, o.kind, Mode::Grow, usize::MAX) {
             *b.replicas.entry((x.m, o.pool, o.kind)).or_insert(0) += 1;
@@ -357,10 +357,10 @@ pub(crate) fn kicked(
         let Some(ruined) = ruin_recreate(problem, &current, k, &mut mix) else { continue };
         let next = searched(problem, &ruined, false).unwrap_or(ruined);
         let cost = next.cost(problem);
-        if cost < least - 1e-9 {
+        if cost < least - COST_EPSILON {
             best = Some(next.clone());
         }
-        if cost <= current.cost(problem) + 1e-9 {
+        if cost <= current.cost(problem) + COST_EPSILON {
             current = next;
         }
     }

@@ -275,6 +275,11 @@ impl Assignment {
     }
 }
 
+/// Costs closer than this are equal: a later candidate replaces an earlier one only when it is
+/// cheaper by more (the cascade's ties go to its earlier step; the local search empties a GPU
+/// only when the plan gets cheaper by more).
+pub(crate) const COST_EPSILON: f64 = 1e-9;
+
 /// How freely [`place`] may change devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
