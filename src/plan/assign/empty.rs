@@ -24,9 +24,19 @@ const EMPTY_TRIES: usize = 20_000;
 const EJECT_TRIES: usize = 200_000;
 
 /// Kicks [`kicked`] gives a plan at most (a count, not a clock). On the 100-GPU six-type
-/// stress fleets a kick costs 40–90 ms (opt-level 3); the plans kept improving up to about
+/// stress fleets a kick costs 40–170 ms (opt-level 3); the plans kept improving up to about
 /// kick 1,600 (docs/benchmarks.md).
-pub(crate) const KICKS: usize = 2_000;
+const KICKS: usize = 2_000;
+
+/// Kicks times GPUs in use that [`kicks_for`] gives a plan: a kick costs more with every GPU
+/// (each descent tries every GPU in use, each try looks at every node), so larger plans get
+/// fewer kicks.
+const KICK_GPUS: usize = 200_000;
+
+/// GPUs in use above which a plan gets no kicks ([`kicks_for`]): at 1,024 and 10,000 GPUs the
+/// stress fleets' plans are within the target without them (docs/benchmarks.md), and a kick
+/// there would cost seconds.
+const KICK_MAX_GPUS: usize = 256;
 
 /// The seed of [`kicked`]'s choices: the same on every machine and every run.
 const KICK_SEED: u64 = 0x6770_7570_6c61_6e00;
@@ -331,8 +341,17 @@ fn take_off(b: &mut Assignment, (pi, ni, gi): (usize, usize, usize), t: &Moved) 
     uncount(b, t)
 }
 
+/// The kicks [`kicked`] gives a plan of `gpus` GPUs in use: [`KICKS`] up to 100 GPUs, fewer
+/// above ([`KICK_GPUS`] ÷ the GPUs), none above [`KICK_MAX_GPUS`].
+pub(crate) fn kicks_for(gpus: u64) -> usize {
+    match usize::try_from(gpus) {
+        Ok(g) if g <= KICK_MAX_GPUS => KICKS.min(KICK_GPUS / g.max(1)),
+        _ => 0,
+    }
+}
+
 /// An iterated local search around [`empty_gpus`]: a cheaper assignment than `a` with the same
-/// replicas, or `None`. Each of `kicks` kicks (the planner gives [`KICKS`]) takes replicas off ([`ruin_recreate`]: every
+/// replicas, or `None`. Each of `kicks` kicks (the planner gives [`kicks_for`]) takes replicas off ([`ruin_recreate`]: every
 /// replica of one node, of three GPUs, or of one model), places them again (room on GPUs in use
 /// first, else first fit, which may open a GPU) and empties GPUs from there. The result becomes
 /// the current plan when it costs no more, so the search walks across plans of equal cost; the
