@@ -22,6 +22,8 @@ mod assign;
 mod bounds;
 mod build;
 pub use build::ALTERNATIVE_PREFIX;
+#[doc(hidden)]
+pub use splitmix::SplitMix64;
 pub mod day2;
 mod infeasible;
 #[doc(hidden)]
@@ -32,6 +34,7 @@ mod per_node;
 mod problem;
 mod rounding;
 pub mod rules;
+mod splitmix;
 mod strategy;
 #[cfg(test)]
 mod tests;

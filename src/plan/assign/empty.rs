@@ -14,6 +14,7 @@
 
 use crate::plan::assign::{Assignment, COST_EPSILON, Dev, Mode, place, place_in, trim, trim_instances};
 use crate::plan::problem::{Kind, Need, Opt, Problem};
+use crate::plan::splitmix::SplitMix64;
 
 /// GPUs one run of the search tries to empty at most, over all its passes (a count, not a
 /// clock).
@@ -358,14 +359,14 @@ pub(crate) fn kicks_for(gpus: u64) -> usize {
 /// cheapest plan seen is kept. It stops early once `enough` says a cost is good enough (the
 /// planner's target). The descent stops at a plan no single GPU can leave; a kick moves
 /// several GPUs' or a whole model's replicas at once. Its choices come from a fixed seed, and
-/// its budget is a count: deterministic.
+/// its budget is a count: deterministic (`SplitMix64`).
 pub(crate) fn kicked(
     problem: &Problem<'_>,
     a: &Assignment,
     kicks: usize,
     enough: impl Fn(f64) -> bool,
 ) -> Option<Assignment> {
-    let mut mix = Mix(KICK_SEED);
+    let mut mix = SplitMix64(KICK_SEED);
     let mut current = a.clone();
     let mut best: Option<Assignment> = None;
     for k in 0..kicks {
@@ -393,7 +394,12 @@ pub(crate) fn kicked(
 /// a model it runs ([`model_kick`]), the others every replica of its node's GPUs or of it and
 /// two more GPUs drawn. Half the kicks place the replicas largest first, the rest in an order
 /// drawn from `mix`.
-fn ruin_recreate(problem: &Problem<'_>, a: &Assignment, k: usize, mix: &mut Mix) -> Option<Assignment> {
+fn ruin_recreate(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    k: usize,
+    mix: &mut SplitMix64,
+) -> Option<Assignment> {
     let mut gpus = Vec::new();
     for (pi, pa) in a.pools.iter().enumerate() {
         for (ni, n) in pa.nodes.iter().enumerate() {
@@ -440,7 +446,7 @@ fn model_kick(
     a: &Assignment,
     gpus: &[(usize, usize, usize)],
     (pi, ni, gi): (usize, usize, usize),
-    mix: &mut Mix,
+    mix: &mut SplitMix64,
 ) -> Option<Assignment> {
     let on = tenants(problem, a.pools.get(pi)?.nodes.get(ni)?.gpus.get(gi)?, pi)?;
     let m = on.get(mix.below(on.len())?)?.m;
@@ -471,7 +477,7 @@ fn recreate(
     mut b: Assignment,
     mut moved: Vec<Moved>,
     by_size: bool,
-    mix: &mut Mix,
+    mix: &mut SplitMix64,
 ) -> Option<Assignment> {
     if by_size {
         moved.sort_by(|x, y| size(problem, y).total_cmp(&size(problem, x)).then(x.m.cmp(&y.m)));
@@ -499,23 +505,4 @@ fn opened(problem: &Problem<'_>, b: &mut Assignment, x: &Moved) -> bool {
         }
     }
     false
-}
-
-/// SplitMix64: a small generator of reproducible choices for [`kicked`].
-struct Mix(u64);
-
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number below `n`; `None` when `n` is 0.
-    fn below(&mut self, n: usize) -> Option<usize> {
-        let n = u64::try_from(n).ok().filter(|&n| n > 0)?;
-        usize::try_from(self.next() % n).ok()
-    }
 }
