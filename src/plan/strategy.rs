@@ -625,10 +625,10 @@ fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mu
         );
         best = keep_cheaper(problem, best, Some(emptied));
     }
-    let from = best.clone().unwrap_or_else(|| c.assignment.clone());
+    let from = best.as_ref().unwrap_or(&c.assignment);
     let bound = planners_bound(inputs, &c);
     if let Some(k) =
-        assign::kicked(problem, &from, assign::kicks_for(from.gpus_used()), |cost| within_target(cost, bound))
+        assign::kicked(problem, from, assign::kicks_for(from.gpus_used()), |cost| within_target(cost, bound))
     {
         tr!(tracer, "GPUs emptied after kicks: {} GPUs, cost {:.3}", k.gpus_used(), k.cost(problem));
         best = keep_cheaper(problem, best, Some(k));

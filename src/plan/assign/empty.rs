@@ -12,7 +12,7 @@
 //! 100-GPU six-type stress fleets of memory-only `spread` models in the pure-Rust build). The
 //! spare room that lay-out leaves on GPUs in use is what this search fills.
 
-use crate::plan::assign::{Assignment, COST_EPSILON, Dev, Mode, place, place_in, trim, trim_instances};
+use crate::plan::assign::{Assignment, COST_EPSILON, Dev, Mode, place_first, place_in, trim, trim_instances};
 use crate::plan::problem::{Kind, Need, Opt, Problem};
 use crate::plan::splitmix::SplitMix64;
 
@@ -203,13 +203,9 @@ fn emptied_one(
 /// there, smallest first. The caller keeps the result only when the plan got cheaper.
 fn open_cheaper(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, weight: f64) -> bool {
     let cheaper = |o: &Opt| problem.pools.get(o.pool).is_some_and(|p| p.weight < weight - COST_EPSILON);
-    for o in options(problem, x, cheaper) {
-        if place(problem, b, x.m, o.pool, o.kind, Mode::Grow, usize::MAX) {
-            *b.replicas.entry((x.m, o.pool, o.kind)).or_insert(0) += 1;
-            return true;
-        }
-    }
-    false
+    let attempts: Vec<_> =
+        options(problem, x, cheaper).iter().map(|o| (o.pool, o.kind, Mode::Grow)).collect();
+    place_first(problem, b, x.m, attempts)
 }
 
 /// The options of replica `x`'s model that `keep` admits, smallest share first (ties by pool
@@ -298,17 +294,8 @@ fn eject(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, budget: &mut usiz
                     // placing `x` change only this node and the counts; a copy of the whole
                     // assignment is made only where `x` found room, for placing `t` anywhere.
                     let node = b.pools[pi].nodes[ni].clone();
-                    let undo = |b: &mut Assignment, placed: Option<Moved>| {
-                        b.pools[pi].nodes[ni] = node.clone();
-                        if let Some(at) = placed {
-                            let _ = uncount(b, &at);
-                        }
-                    };
-                    if take_off(b, (pi, ni, gi), t).is_none() {
-                        undo(b, None);
-                        continue;
-                    }
-                    let placed = re_place(problem, b, x, Some((pi, ni)));
+                    let taken = take_off(b, (pi, ni, gi), t).is_some();
+                    let placed = if taken { re_place(problem, b, x, Some((pi, ni))) } else { None };
                     if placed.is_some() {
                         let mut c = b.clone();
                         if re_place(problem, &mut c, t, None).is_some() {
@@ -316,8 +303,13 @@ fn eject(problem: &Problem<'_>, b: &mut Assignment, x: &Moved, budget: &mut usiz
                             return true;
                         }
                     }
-                    undo(b, placed);
-                    *b.replicas.entry((t.m, t.pool, t.kind)).or_insert(0) += 1;
+                    b.pools[pi].nodes[ni] = node;
+                    if let Some(at) = placed {
+                        let _ = uncount(b, &at);
+                    }
+                    if taken {
+                        *b.replicas.entry((t.m, t.pool, t.kind)).or_insert(0) += 1;
+                    }
                 }
             }
         }
@@ -498,11 +490,7 @@ fn recreate(
 /// Places replica `x` by first fit over its model's options (those that serve as many requests
 /// per second as the one it had), smallest share first, opening a GPU where none has room.
 fn opened(problem: &Problem<'_>, b: &mut Assignment, x: &Moved) -> bool {
-    for o in options(problem, x, |_| true) {
-        if place(problem, b, x.m, o.pool, o.kind, Mode::Grow, usize::MAX) {
-            *b.replicas.entry((x.m, o.pool, o.kind)).or_insert(0) += 1;
-            return true;
-        }
-    }
-    false
+    let attempts: Vec<_> =
+        options(problem, x, |_| true).iter().map(|o| (o.pool, o.kind, Mode::Grow)).collect();
+    place_first(problem, b, x.m, attempts)
 }
