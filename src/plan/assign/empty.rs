@@ -39,6 +39,17 @@ const KICK_GPUS: usize = 200_000;
 /// there would cost seconds.
 const KICK_MAX_GPUS: usize = 256;
 
+/// GPUs [`kicked`]'s descents try to empty at most, over all its kicks (a count, not a
+/// clock). Each descent keeps a run's own budget too ([`EMPTY_TRIES`], [`EJECT_TRIES`]), so
+/// without this one the kicks' work could grow to the number of kicks times that budget. The
+/// 100-GPU six-type stress fleets' kicks spend 117,000–279,000 (docs/benchmarks.md).
+const KICK_TRIES: usize = 1_000_000;
+
+/// Replicas [`kicked`]'s descents take off other GPUs to make room ([`eject`]) at most, over
+/// all its kicks: most of the kicks' cost. The 100-GPU six-type stress fleets' kicks spend 8
+/// to 35 million, a 256-GPU one 64 million (HiGHS build, "mixed", seed 0).
+const KICK_EJECTIONS: usize = 100_000_000;
+
 /// The seed of [`kicked`]'s choices: the same on every machine and every run.
 const KICK_SEED: u64 = 0x6770_7570_6c61_6e00;
 
@@ -71,8 +82,17 @@ pub(crate) fn empty_gpus(problem: &Problem<'_>, a: &Assignment) -> Option<Assign
 /// pure-Rust build: seeds 0 and 1 end cheaper opening at once, seed 2 moving first), so
 /// [`empty_gpus`] runs both.
 fn searched(problem: &Problem<'_>, a: &Assignment, moves_first: bool) -> Option<Assignment> {
+    searched_within(problem, a, moves_first, &mut Search::new(EMPTY_TRIES, EJECT_TRIES))
+}
+
+/// [`searched`] spending `search`'s budget, which says afterwards what is left.
+fn searched_within(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    moves_first: bool,
+    search: &mut Search,
+) -> Option<Assignment> {
     let mut best = a.clone();
-    let mut search = Search { tries: EMPTY_TRIES, ejections: EJECT_TRIES, emptied: false };
     loop {
         if moves_first {
             while search.pass(problem, &mut best, false) {}
@@ -98,6 +118,10 @@ struct Search {
 }
 
 impl Search {
+    fn new(tries: usize, ejections: usize) -> Self {
+        Self { tries, ejections, emptied: false }
+    }
+
     /// One pass over the GPUs in use ([`order`]), each emptied when its replicas find room
     /// (`open`: also on GPUs opened in cheaper pools). Whether one was emptied.
     fn pass(&mut self, problem: &Problem<'_>, best: &mut Assignment, open: bool) -> bool {
@@ -344,14 +368,15 @@ pub(crate) fn kicks_for(gpus: u64) -> usize {
 }
 
 /// An iterated local search around [`empty_gpus`]: a cheaper assignment than `a` with the same
-/// replicas, or `None`. Each of `kicks` kicks (the planner gives [`kicks_for`]) takes replicas off ([`ruin_recreate`]: every
-/// replica of one node, of three GPUs, or of one model), places them again (room on GPUs in use
-/// first, else first fit, which may open a GPU) and empties GPUs from there. The result becomes
-/// the current plan when it costs no more, so the search walks across plans of equal cost; the
-/// cheapest plan seen is kept. It stops early once `enough` says a cost is good enough (the
-/// planner's target). The descent stops at a plan no single GPU can leave; a kick moves
-/// several GPUs' or a whole model's replicas at once. Its choices come from a fixed seed, and
-/// its budget is a count: deterministic (`SplitMix64`).
+/// replicas, or `None`. Each of `kicks` kicks (the planner gives [`kicks_for`]) takes replicas
+/// off ([`ruin_recreate`]: every replica of one node, of three GPUs, or of one model), places
+/// them again (room on GPUs in use first, else first fit, which may open a GPU) and empties
+/// GPUs from there. The result becomes the current plan when it costs no more, so the search
+/// walks across plans of equal cost; the cheapest plan seen is kept. It stops early once
+/// `enough` says a cost is good enough (the planner's target), or when its descents have spent
+/// [`KICK_TRIES`] tries or [`KICK_EJECTIONS`] ejections in all. The descent stops at a plan no
+/// single GPU can leave; a kick moves several GPUs' or a whole model's replicas at once. Its
+/// choices come from a fixed seed, and its budgets are counts: deterministic (`SplitMix64`).
 pub(crate) fn kicked(
     problem: &Problem<'_>,
     a: &Assignment,
@@ -361,13 +386,19 @@ pub(crate) fn kicked(
     let mut mix = SplitMix64(KICK_SEED);
     let mut current = a.clone();
     let mut best: Option<Assignment> = None;
+    // What all the kicks' descents may still spend; each descent also keeps a run's budget.
+    let mut left = Search::new(KICK_TRIES, KICK_EJECTIONS);
     for k in 0..kicks {
         let least = best.as_ref().unwrap_or(a).cost(problem);
-        if enough(least) {
+        if enough(least) || left.tries == 0 {
             break;
         }
         let Some(ruined) = ruin_recreate(problem, &current, k, &mut mix) else { continue };
-        let next = searched(problem, &ruined, false).unwrap_or(ruined);
+        let mut search = Search::new(EMPTY_TRIES.min(left.tries), EJECT_TRIES.min(left.ejections));
+        let (tries, ejections) = (search.tries, search.ejections);
+        let next = searched_within(problem, &ruined, false, &mut search).unwrap_or(ruined);
+        left.tries -= tries - search.tries;
+        left.ejections -= ejections - search.ejections;
         let cost = next.cost(problem);
         if cost < least - COST_EPSILON {
             best = Some(next.clone());
