@@ -442,18 +442,19 @@ fn solve_with_work(
     prog.run_and_read()
 }
 
-/// Whether the program with every row the solver may write — the `spread: gpu` rows on MIG
-/// included, which the pure-Rust build leaves out of the programs it solves on problems that
-/// are not small ([`Program::mig_spread_gpu_rows`]) — is proven infeasible: then no plan
-/// exists (the rows are necessary for every plan). For the cascade's last word in the
-/// pure-Rust build, where a failure would otherwise blame the planner (issue 23: 128-GPU
-/// stress fleets HiGHS proves infeasible ended in `planner-failed`). A solve that stops
-/// without an answer proves nothing.
-pub(crate) fn proves_infeasible(problem: &Problem<'_>) -> bool {
+/// The program with every row the solver may write — the `spread: gpu` rows on MIG included,
+/// which the pure-Rust build leaves out of the programs it solves on problems that are not
+/// small ([`Program::mig_spread_gpu_rows`]). For the cascade's last word in the pure-Rust
+/// build, where a failure would otherwise blame the planner: proven infeasible, no plan exists
+/// (the rows are necessary for every plan; issue 23: 128-GPU stress fleets HiGHS proves
+/// infeasible ended in `planner-failed`); solved, its counts respect the rows the plain
+/// program's counts broke, and may lay out where those did not. A solve that stops without
+/// an answer proves nothing.
+pub(crate) fn solve_every_row(problem: &Problem<'_>) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, Goal::Plan { cost_bound: None, gpu_floor: None });
     prog.spread_rows = true;
     prog.build(&Pins::new(), &Caps::new());
-    matches!(prog.run_and_read(), Err(MilpError::Infeasible))
+    prog.run_and_read()
 }
 
 /// Weights of the objective's lower levels (see the module header).
@@ -514,9 +515,13 @@ struct Program<'p, 'a> {
     /// Pools that hold the replicas `start` gives them ([`Program::hold`]; empty: none).
     held: BTreeSet<usize>,
     /// Whether the `spread: gpu` rows on MIG are written ([`Program::mig_spread_gpu_rows`]):
-    /// with HiGHS, or on small problems, or where only no plan answers — the smallest addition
-    /// of nodes ([`Goal::Extend`]) and [`proves_infeasible`] — so that the addition named is
-    /// one a plan needs with every rule.
+    /// with HiGHS, or on small problems, or in the bounds' relaxations of programs that are
+    /// not large (no branch and bound to slow down; without them the pure-Rust bound was 9
+    /// GPUs lower than HiGHS's on a 256-GPU stress fleet, 143.8 against 152.5; a large
+    /// program's relaxation also guides its plan, whose benchmarks were not re-measured with
+    /// them), or where only no plan answers — the
+    /// smallest addition of nodes ([`Goal::Extend`]) and [`solve_every_row`] — so that the
+    /// addition named is one a plan needs with every rule.
     spread_rows: bool,
 }
 
@@ -576,7 +581,10 @@ impl<'p, 'a> Program<'p, 'a> {
             budget: false,
             start: Pins::new(),
             held: BTreeSet::new(),
-            spread_rows: cfg!(feature = "highs") || problem.small || matches!(goal, Goal::Extend { .. }),
+            spread_rows: cfg!(feature = "highs")
+                || problem.small
+                || matches!(goal, Goal::Extend { .. })
+                || (matches!(goal, Goal::Bound | Goal::CostBound { .. }) && !large),
         }
     }
 
@@ -1179,7 +1187,7 @@ impl<'p, 'a> Program<'p, 'a> {
     /// `N` is one variable per profile, integer in the integer program. Necessary only: the
     /// decomposition decides which node gets which GPU. With microlp only where
     /// [`Program::spread_rows`] says (small problems, the smallest addition of nodes,
-    /// [`proves_infeasible`]): on the 100-GPU benchmark fleet its branch and bound found no
+    /// [`solve_every_row`]): on the 100-GPU benchmark fleet its branch and bound found no
     /// solution within its node limit with these rows (first fit's 69 GPUs instead of 56).
     fn mig_spread_gpu_rows(&mut self, pi: usize) -> Vec<Constraint> {
         if !self.spread_rows {

@@ -111,6 +111,9 @@ pub(crate) enum Step {
     ChoicesSearched,
     /// The local search that empties GPUs ([`assign::empty_gpus`]).
     EmptyGpus,
+    /// The pure-Rust build's program with every row ([`milp::solve_every_row`]), its counts
+    /// laid out.
+    EveryRow,
 }
 
 impl Step {
@@ -136,6 +139,7 @@ impl Step {
                 "a local search that empties GPUs, moving their replicas to room on the other GPUs in use (from this plan and from first fit's, with kicks that move several GPUs' replicas at once),"
                     .to_owned()
             }
+            Step::EveryRow => "the optimiser with every spread row, its counts laid out on nodes,".to_owned(),
         }
     }
 }
@@ -1100,9 +1104,30 @@ fn rescue(
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
             // The pure-Rust build's programs leave out rows HiGHS writes; with them the
-            // program may prove that no plan exists, which then says why.
-            Err(_) if !cfg!(feature = "highs") && milp::proves_infeasible(problem) => {
-                Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible))
+            // program may prove that no plan exists, which then says why, or find counts that
+            // lay out.
+            Err(stuck) if !cfg!(feature = "highs") => {
+                let every = milp::solve_every_row(problem);
+                tr!(tracer, "MILP with every row: {:?}", every.as_ref().map(|r| r.cost));
+                match every {
+                    Err(MilpError::Infeasible) => {
+                        Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible))
+                    }
+                    Ok(r) => match lay_out(problem, &r) {
+                        Some(a) => {
+                            tr!(
+                                tracer,
+                                "{}: {} GPUs, cost {:.3}",
+                                Step::EveryRow.what(),
+                                a.gpus_used(),
+                                a.cost(problem)
+                            );
+                            Ok(Candidate::new(a, Method::Fallback { why, by: Step::EveryRow }))
+                        }
+                        None => Err(failure(problem, &why, &stuck, !inputs.large)),
+                    },
+                    Err(_) => Err(failure(problem, &why, &stuck, !inputs.large)),
+                }
             }
             Err(stuck) => Err(failure(problem, &why, &stuck, !inputs.large)),
         },
@@ -1164,12 +1189,13 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
         Diagnostic::error(
             codes::PLANNER_FAILED,
             format!(
-                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{})",
+                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{})",
                 match why {
                     Why::SolverFailed(_) if harder => ", the optimiser with more work",
                     Why::SolverFailed(_) => "",
                     Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
-                }
+                },
+                if cfg!(feature = "highs") { "" } else { ", the optimiser with every spread row" }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")

@@ -1202,7 +1202,7 @@ proptest::proptest! {
     }
 }
 
-/// The pure-Rust build's last word before `planner-failed` (`milp::proves_infeasible`): the
+/// The pure-Rust build's last word before `planner-failed` (`milp::solve_every_row`): the
 /// program with every row says "infeasible" for three 70 GiB replicas on one node of two
 /// A100s, and not for two.
 #[test]
@@ -1210,8 +1210,29 @@ fn the_program_with_every_row_proves_an_overfull_node_infeasible() {
     let catalog = Catalog::builtin();
     let of = |replicas| one_a100_node(vec![crate::bench::model("x", 70 * 1024, 0.0, replicas)]);
     let (three, two) = (of(3), of(2));
-    assert!(crate::plan::milp::proves_infeasible(&crate::plan::problem::build(&three, &catalog)));
-    assert!(!crate::plan::milp::proves_infeasible(&crate::plan::problem::build(&two, &catalog)));
+    assert!(matches!(
+        crate::plan::milp::solve_every_row(&crate::plan::problem::build(&three, &catalog)),
+        Err(crate::plan::milp::MilpError::Infeasible)
+    ));
+    assert!(crate::plan::milp::solve_every_row(&crate::plan::problem::build(&two, &catalog)).is_ok());
+}
+
+/// The bound's relaxation carries the `spread: gpu` rows on MIG in both builds (the pure-Rust
+/// build leaves them out of its integer programs on problems that are not small): on a 32-GPU
+/// six-type stress fleet, which is not small, the relaxation's optimum is 16.5 GPUs, HiGHS's
+/// and microlp's alike (the pure-Rust build's was 15.875 without them, so its model bound was a
+/// GPU lower: 16 against 17).
+#[test]
+fn the_bounds_relaxation_has_the_spread_rows_in_both_builds() {
+    use crate::bench::stress::{Shape, fleet_of_every_type};
+    let shape = Shape { gpus: 32, priced: false, compute: false, fill: 0.4, time_sliced: false };
+    let (spec, catalog) = fleet_of_every_type(shape, 2);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(!problem.small, "the fleet must not be small: small problems always have the rows");
+    let relaxed =
+        crate::plan::milp::solve(&problem, crate::plan::milp::Goal::Bound, &crate::plan::milp::Pins::new())
+            .expect("a relaxation");
+    assert!((relaxed.objective - 16.5).abs() < 1e-6, "relaxation {}", relaxed.objective);
 }
 
 /// Where the search that empties GPUs stops, the kicks go on: first fit's plan of three models
