@@ -390,7 +390,7 @@ pub(crate) fn kicked(
     let mut left = Search::new(KICK_TRIES, KICK_EJECTIONS);
     for k in 0..kicks {
         let least = best.as_ref().unwrap_or(a).cost(problem);
-        if enough(least) || left.tries == 0 {
+        if enough(least) || left.tries == 0 || left.ejections == 0 {
             break;
         }
         let Some(ruined) = ruin_recreate(problem, &current, k, &mut mix) else { continue };
