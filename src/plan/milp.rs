@@ -519,9 +519,9 @@ struct Program<'p, 'a> {
     /// not large (no branch and bound to slow down; without them the pure-Rust bound was 9
     /// GPUs lower than HiGHS's on a 256-GPU stress fleet, 143.8 against 152.5; a large
     /// program's relaxation also guides its plan, whose benchmarks were not re-measured with
-    /// them), or where only no plan answers — the
-    /// smallest addition of nodes ([`Goal::Extend`]) and [`solve_every_row`] — so that the
-    /// addition named is one a plan needs with every rule.
+    /// them), or where only no plan answers — the smallest addition of nodes
+    /// ([`Goal::Extend`]) and [`solve_every_row`] — so that the addition named is one a plan
+    /// needs with every rule.
     spread_rows: bool,
 }
 

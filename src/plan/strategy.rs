@@ -1103,34 +1103,35 @@ fn rescue(
                 searched: true,
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
-            // The pure-Rust build's programs leave out rows HiGHS writes; with them the
-            // program may prove that no plan exists, which then says why, or find counts that
-            // lay out.
-            Err(stuck) if !cfg!(feature = "highs") => {
-                let every = milp::solve_every_row(problem);
-                tr!(tracer, "MILP with every row: {:?}", every.as_ref().map(|r| r.cost));
-                match every {
-                    Err(MilpError::Infeasible) => {
-                        Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible))
-                    }
-                    Ok(r) => match lay_out(problem, &r) {
-                        Some(a) => {
-                            tr!(
-                                tracer,
-                                "{}: {} GPUs, cost {:.3}",
-                                Step::EveryRow.what(),
-                                a.gpus_used(),
-                                a.cost(problem)
-                            );
-                            Ok(Candidate::new(a, Method::Fallback { why, by: Step::EveryRow }))
-                        }
-                        None => Err(failure(problem, &why, &stuck, !inputs.large)),
-                    },
-                    Err(_) => Err(failure(problem, &why, &stuck, !inputs.large)),
+            Err(stuck) => match every_row(problem, tracer) {
+                Some(Ok(a)) => {
+                    let by = Step::EveryRow;
+                    tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), a.gpus_used(), a.cost(problem));
+                    Ok(Candidate::new(a, Method::Fallback { why, by }))
                 }
-            }
-            Err(stuck) => Err(failure(problem, &why, &stuck, !inputs.large)),
+                Some(Err(d)) => Err(d),
+                None => Err(failure(problem, &why, &stuck, !inputs.large)),
+            },
         },
+    }
+}
+
+/// The pure-Rust build's last step before a failure: its programs leave out rows HiGHS writes,
+/// and with them ([`milp::solve_every_row`]) the program may prove that no plan exists (the
+/// diagnostic then says why) or find counts that lay out. `None` when it does neither, and
+/// always with HiGHS, whose programs have those rows.
+fn every_row(problem: &Problem<'_>, tracer: &mut Tracer<'_>) -> Option<Result<Assignment, Diagnostics>> {
+    if cfg!(feature = "highs") {
+        return None;
+    }
+    let every = milp::solve_every_row(problem);
+    tr!(tracer, "MILP with every row: {:?}", every.as_ref().map(|r| r.cost));
+    match every {
+        Err(MilpError::Infeasible) => {
+            Some(Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible)))
+        }
+        Ok(r) => lay_out(problem, &r).map(Ok),
+        Err(_) => None,
     }
 }
 
