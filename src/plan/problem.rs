@@ -137,7 +137,57 @@ pub(crate) struct PoolCtx<'a> {
     /// Per usable profile, how many instances of it alone fit on one GPU (0 if none).
     pub homogeneous: Vec<u8>,
     /// Counts per profile of every valid layout of the usable profiles (see [`PoolCtx::fits`]).
-    pub valid: std::collections::HashSet<Vec<u8>>,
+    pub valid: ValidLayouts,
+}
+
+/// The counts per usable profile of every valid layout of a pool's GPU, for [`PoolCtx::fits`].
+/// First fit and the local search ask it for every GPU they look at, so each layout is packed
+/// into a `u64` (four bits a profile) and the keys sorted: a lookup neither hashes nor
+/// allocates. A catalog GPU with more than 16 usable profiles, or a layout of more than 15
+/// instances of one, keeps the counts themselves.
+#[derive(Clone, Debug)]
+pub(crate) enum ValidLayouts {
+    /// The keys of [`pack`], sorted, and the length of every layout's counts (the number of
+    /// usable profiles).
+    Packed {
+        profiles: usize,
+        keys: Vec<u64>,
+    },
+    Counts(std::collections::BTreeSet<Vec<u8>>),
+}
+
+impl ValidLayouts {
+    fn new(every: &[&[u8]]) -> Self {
+        let profiles = every.first().map_or(0, |c| c.len());
+        let packed: Option<Vec<u64>> =
+            every.iter().map(|c| if c.len() == profiles { pack(c) } else { None }).collect();
+        match packed {
+            Some(mut keys) => {
+                keys.sort_unstable();
+                keys.dedup();
+                Self::Packed { profiles, keys }
+            }
+            None => Self::Counts(every.iter().map(|c| c.to_vec()).collect()),
+        }
+    }
+
+    fn contains(&self, counts: &[u8]) -> bool {
+        match self {
+            Self::Packed { profiles, keys } => {
+                counts.len() == *profiles && pack(counts).is_some_and(|k| keys.binary_search(&k).is_ok())
+            }
+            Self::Counts(set) => set.contains(counts),
+        }
+    }
+}
+
+/// `counts` four bits a profile (profile `i` at bits `4i..4i + 4`); `None` beyond 16 profiles
+/// or 15 instances of one.
+fn pack(counts: &[u8]) -> Option<u64> {
+    if counts.len() > 16 {
+        return None;
+    }
+    counts.iter().enumerate().try_fold(0u64, |key, (i, &c)| (c < 16).then(|| key | (u64::from(c) << (4 * i))))
 }
 
 impl PoolCtx<'_> {
@@ -314,7 +364,8 @@ fn pool_ctx<'a>(spec: &Spec, p: &'a Pool, gpu: &'a GpuModel, priced: bool, min_c
     let mig_exposed = spec.cluster.mig_strategy == MigStrategy::Mixed || p.dra.is_some();
     let profiles = if mig_exposed && p.sharing.mig { usable_profiles(gpu) } else { Vec::new() };
     let every = layouts::all(gpu, &profiles);
-    let valid: std::collections::HashSet<Vec<u8>> = every.iter().map(|l| l.counts.clone()).collect();
+    let counts: Vec<&[u8]> = every.iter().map(|l| l.counts.as_slice()).collect();
+    let valid = ValidLayouts::new(&counts);
     let mut layouts = layouts::maximal_of(every);
     // Layouts running today are candidates too, so that keeping them is possible.
     for node in &p.current {
@@ -1042,5 +1093,52 @@ fn mig_time_slice_options(c: &Candidate<'_, '_>, out: &mut Sink<'_>) {
             let size = 1.0 / (f64::from(k) * f64::from(n));
             out.admit(Kind::MigTs(q, k), p99.map(|(_, v)| v), size, size);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ValidLayouts, usable_profiles};
+    use crate::catalog::Catalog;
+    use crate::plan::layouts;
+
+    /// Every count vector of up to 7 instances of each usable profile (`f` is called with
+    /// each), in a fixed order.
+    fn every_count(profiles: usize, f: &mut impl FnMut(&[u8])) {
+        let mut counts = vec![0u8; profiles];
+        loop {
+            f(&counts);
+            let Some(i) = counts.iter().position(|&c| c < 7) else { return };
+            counts[i] += 1;
+            counts[..i].fill(0);
+        }
+    }
+
+    /// The packed keys answer as the layout validator (`layouts::from_counts`, through
+    /// `catalog::layout::validate`) for every count vector of up to 7 instances a profile, on
+    /// every MIG GPU of the built-in catalog; so does the fallback that keeps the counts.
+    #[test]
+    fn valid_layouts_answer_as_the_layout_validator() {
+        let catalog = Catalog::builtin();
+        let mut checked = 0;
+        for gpu in catalog.iter().filter(|g| g.mig.is_some()) {
+            let profiles = usable_profiles(gpu);
+            let every = layouts::all(gpu, &profiles);
+            let counts: Vec<&[u8]> = every.iter().map(|l| l.counts.as_slice()).collect();
+            let packed = ValidLayouts::new(&counts);
+            assert!(matches!(packed, ValidLayouts::Packed { .. }), "{}: not packed", gpu.id);
+            let kept = ValidLayouts::Counts(counts.iter().map(|c| c.to_vec()).collect());
+            every_count(profiles.len(), &mut |c| {
+                let valid = layouts::from_counts(gpu, &profiles, c.to_vec()).is_some();
+                assert_eq!(packed.contains(c), valid, "{}: {c:?}", gpu.id);
+                assert_eq!(kept.contains(c), valid, "{}: {c:?}", gpu.id);
+                checked += usize::from(valid);
+            });
+            // A vector of another length is no layout of this GPU, even with the same key.
+            let mut longer = every.first().map(|l| l.counts.clone()).unwrap_or_default();
+            longer.push(0);
+            assert!(!packed.contains(&longer), "{}: {longer:?}", gpu.id);
+        }
+        assert!(checked > 100, "only {checked} valid layouts checked");
     }
 }

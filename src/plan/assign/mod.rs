@@ -173,44 +173,39 @@ impl NodeA {
         self.clashes(problem, false)
     }
 
-    /// The clashing pairs, or only whether there is one (`first`: 0 or 1).
+    /// The clashing pairs, or only whether there is one (`first`: 0 or 1). Placement asks this
+    /// after every MIG placement on a node with a `spread: gpu` model on MIG, so it allocates
+    /// nothing: pairs of the node's tenants are walked directly.
     fn clashes(&self, problem: &Problem<'_>, first: bool) -> usize {
-        let mut by_model: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for d in &self.gpus {
-            if let Dev::Mig { tenants, .. } | Dev::MigTs { excl: tenants, .. } = d {
-                for &(q, m) in tenants {
-                    if problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Gpu) {
-                        by_model.entry(m).or_default().push(q);
-                    }
-                }
-            }
-        }
-        if by_model.values().all(|qs| qs.len() < 2) {
-            return 0;
-        }
-        let count = |q: usize| -> Vec<u8> {
+        let spread = |m: usize| problem.models.get(m).is_some_and(|x| x.spec.spread == Spread::Gpu);
+        let tenants = || {
             self.gpus
                 .iter()
-                .map(|d| match d {
-                    Dev::Mig { counts, .. } => counts.get(q).copied().unwrap_or(0),
-                    // Instances of the shared profile are another resource.
-                    Dev::MigTs { q: shared, counts, .. } if *shared != q => {
-                        counts.get(q).copied().unwrap_or(0)
-                    }
-                    _ => 0,
+                .flat_map(|d| match d {
+                    Dev::Mig { tenants, .. } | Dev::MigTs { excl: tenants, .. } => tenants.as_slice(),
+                    _ => &[],
                 })
-                .collect()
+                .copied()
+                .filter(|&(_, m)| spread(m))
+        };
+        // Instances of profile `q` on GPU `d` that a `spread: gpu` replica may be handed
+        // (instances of a MIG time-slicing GPU's shared profile are another resource).
+        let count = |d: &Dev, q: usize| match d {
+            Dev::Mig { counts, .. } => counts.get(q).copied().unwrap_or(0),
+            Dev::MigTs { q: shared, counts, .. } if *shared != q => counts.get(q).copied().unwrap_or(0),
+            _ => 0,
         };
         let mut clashes = 0;
-        for qs in by_model.values() {
-            for (i, &a) in qs.iter().enumerate() {
-                for &b in &qs[i + 1..] {
-                    let (ca, cb) = (count(a), count(b));
-                    if ca.iter().zip(&cb).any(|(&x, &y)| if a == b { x >= 2 } else { x >= 1 && y >= 1 }) {
-                        clashes += 1;
-                        if first {
-                            return clashes;
-                        }
+        for (i, (a, m)) in tenants().enumerate() {
+            for (b, _) in tenants().skip(i + 1).filter(|&(_, n)| n == m) {
+                let clash = self.gpus.iter().any(|d| {
+                    let (x, y) = (count(d, a), count(d, b));
+                    if a == b { x >= 2 } else { x >= 1 && y >= 1 }
+                });
+                if clash {
+                    clashes += 1;
+                    if first {
+                        return clashes;
                     }
                 }
             }
@@ -367,11 +362,21 @@ struct Placing<'p, 'a> {
 enum MigStep {
     /// Nothing: the GPU has no room at this pass.
     Nothing,
-    /// The replica was added; what takes it back: the counts before (`None`: only a tenant
-    /// was added; an empty vector: the GPU was unused).
-    Placed(Option<Vec<u8>>),
+    /// The replica was added; what takes it back.
+    Placed(Undo),
     /// The pool cannot hold one instance of the profile on a GPU at all.
     Impossible,
+}
+
+/// What [`Placing::mig_on`] changed besides adding the tenant.
+#[derive(Clone, Copy)]
+enum Undo {
+    /// Nothing: the tenant took a free instance.
+    Tenant,
+    /// One instance of profile `q` was added to the layout.
+    Extended(usize),
+    /// The GPU was unused.
+    Opened,
 }
 
 impl Placing<'_, '_> {
@@ -503,13 +508,15 @@ impl Placing<'_, '_> {
                     }
                     // Taken back exactly: the tenant just added, and the counts or device.
                     let d = &mut n.gpus[gi];
-                    if pass == 2 {
+                    if let Undo::Opened = undo {
                         *d = Dev::Unused;
                     } else if let Dev::Mig { counts, tenants } | Dev::MigTs { counts, excl: tenants, .. } = d
                     {
                         tenants.pop();
-                        if let Some(c) = undo {
-                            *counts = c;
+                        if let Undo::Extended(p) = undo
+                            && let Some(x) = counts.get_mut(p)
+                        {
+                            *x -= 1;
                         }
                     }
                 }
@@ -534,16 +541,19 @@ impl Placing<'_, '_> {
                 let have = usize::from(counts.get(q).copied().unwrap_or(0));
                 if pass == 0 && used < have {
                     tenants.push((q, m));
-                    MigStep::Placed(None)
+                    MigStep::Placed(Undo::Tenant)
                 } else if pass == 1 && used >= have {
-                    let mut c = counts.clone();
-                    if let Some(x) = c.get_mut(q) {
-                        *x += 1;
-                    }
-                    if pool.fits(&c) {
+                    // One more instance of `q`, kept only when the layout stays valid.
+                    let Some(x) = counts.get_mut(q) else { return MigStep::Nothing };
+                    let Some(more) = x.checked_add(1) else { return MigStep::Nothing };
+                    *x = more;
+                    if pool.fits(counts) {
                         tenants.push((q, m));
-                        MigStep::Placed(Some(std::mem::replace(counts, c)))
+                        MigStep::Placed(Undo::Extended(q))
                     } else {
+                        if let Some(x) = counts.get_mut(q) {
+                            *x -= 1;
+                        }
                         MigStep::Nothing
                     }
                 } else {
@@ -559,7 +569,7 @@ impl Placing<'_, '_> {
                     return MigStep::Impossible;
                 }
                 *d = Dev::Mig { counts: c, tenants: vec![(q, m)] };
-                MigStep::Placed(Some(Vec::new()))
+                MigStep::Placed(Undo::Opened)
             }
             _ => MigStep::Nothing,
         }
