@@ -457,6 +457,27 @@ pub(crate) fn solve_every_row(problem: &Problem<'_>) -> Result<MilpResult, MilpE
     prog.run_and_read()
 }
 
+/// Branch-and-bound nodes of one program of [`solve_repack`].
+const REPACK_NODES: u64 = 500;
+
+/// The program of a few nodes ([`crate::plan::repack`]; each a pool of one node whose
+/// candidates are [`crate::plan::per_node::Split::with_spread_layouts`]') with every row, the
+/// exact `spread: gpu` rows ([`NodeRows::Exact`]) among them, so that its counts lay out;
+/// capped at `cost_bound`, with at most [`REPACK_NODES`] branch-and-bound nodes: a
+/// neighbourhood is worth its solve only where a cheaper packing is found soon. A
+/// restriction: it proves nothing.
+pub(crate) fn solve_repack(problem: &Problem<'_>, cost_bound: f64) -> Result<MilpResult, MilpError> {
+    let goal = Goal::Plan { cost_bound: Some(cost_bound), gpu_floor: None };
+    let mut prog = Program::per_node(problem, goal, Pins::new());
+    prog.spread_rows = true;
+    prog.profile_rows = true;
+    prog.nodes = Some(REPACK_NODES);
+    prog.build(&Pins::new(), &Caps::new());
+    let mut r = prog.run_and_read()?;
+    r.restrict();
+    Ok(r)
+}
+
 /// Weights of the objective's lower levels (see the module header).
 struct Weights {
     /// Per GPU whose current MIG layout is dropped.
@@ -488,6 +509,9 @@ struct Program<'p, 'a> {
     weights: Weights,
     /// Multiple of the solver's node limit (1 but for [`solve_harder`]).
     work: u32,
+    /// Branch-and-bound nodes at most, in place of the budget `work` scales (the small
+    /// programs of [`solve_repack`]).
+    nodes: Option<u64>,
     /// Whether [`Program::mixed_profile_rows`] are written.
     profile_rows: bool,
     /// The largest value the objective's lower levels (every term but 1000 × the cost) can
@@ -574,6 +598,7 @@ impl<'p, 'a> Program<'p, 'a> {
             served_ub: Vec::new(),
             exact: false,
             work: 1,
+            nodes: None,
             profile_rows: false,
             twins: Vec::new(),
             configs: WITH_CONFIG_COUNT,
@@ -1375,6 +1400,7 @@ impl<'p, 'a> Program<'p, 'a> {
             ys,
             pv,
             work,
+            nodes,
             levels,
             exact,
             budget,
@@ -1392,7 +1418,7 @@ impl<'p, 'a> Program<'p, 'a> {
         };
         let asked = if exact { 0.0 } else { scale };
         let start = start_values(problem, &cols, &y, &ys, &start);
-        let search = Search { large, budget, work, start: &start };
+        let search = Search { large, budget, work, nodes, start: &start };
         let Outcome { values, optimal, gap, dual } = run(vars, objective, cons, asked, &search)?;
         // Proven only for the program as solved (pinned programs prove nothing for the full
         // model; the caller knows). A gap below half a GPU's weight proves the GPU count, which
@@ -1583,7 +1609,7 @@ fn run(
     scale: f64,
     search: &Search<'_>,
 ) -> Result<Outcome, MilpError> {
-    let Search { large, budget, work, start } = *search;
+    let Search { large, budget, work, nodes: cap, start } = *search;
     #[cfg(feature = "highs")]
     let nodes = if budget {
         column_budget(vars.len(), PER_NODE_COLUMN_NODES).saturating_mul(u64::from(work))
@@ -1595,7 +1621,7 @@ fn run(
         let _ = budget;
         MICROLP_NODE_LIMIT * u64::from(work)
     };
-    run_nodes(vars, objective, cons, scale, large, nodes, start)
+    run_nodes(vars, objective, cons, scale, large, cap.unwrap_or(nodes), start)
 }
 
 /// How the solver searches a program: whether it is large, whether its node limit is in
@@ -1606,6 +1632,7 @@ struct Search<'s> {
     large: bool,
     budget: bool,
     work: u32,
+    nodes: Option<u64>,
     start: &'s [(Variable, f64)],
 }
 

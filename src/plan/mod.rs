@@ -32,6 +32,7 @@ mod layouts;
 mod milp;
 mod per_node;
 mod problem;
+mod repack;
 mod rounding;
 pub mod rules;
 mod splitmix;

@@ -603,7 +603,9 @@ fn neighbourhoods(
 /// starts end in different places (100-GPU six-type stress fleet "mixed", seed 0, pure-Rust
 /// build: the plan's 56 GPUs emptied to 49, first fit's to 44–46; docs/benchmarks.md). Then,
 /// still outside the target, the kicks around it ([`assign::kicked`]) from the cheapest of
-/// those, stopping once within the target (same fleet: 44 → 43 GPUs; seed 1: 56 → 48). Not
+/// those, stopping once within the target (same fleet: 44 → 43 GPUs; seed 1: 56 → 48); then,
+/// in the pure-Rust build, pairs of nodes re-packed by their own programs
+/// ([`crate::plan::repack::repacked`]), still outside the target. Not
 /// where a pool runs layouts today (the program weighs keeping them, the search does not) nor
 /// on a plan a first-fit search made (it stands for the first-fit figure).
 fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {
@@ -629,14 +631,32 @@ fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mu
         );
         best = keep_cheaper(problem, best, Some(emptied));
     }
-    let from = best.as_ref().unwrap_or(&c.assignment);
     let bound = planners_bound(inputs, &c);
-    if let Some(k) =
-        assign::kicked(problem, from, assign::kicks_for(from.gpus_used()), |cost| within_target(cost, bound))
-    {
-        tr!(tracer, "GPUs emptied after kicks: {} GPUs, cost {:.3}", k.gpus_used(), k.cost(problem));
-        best = keep_cheaper(problem, best, Some(k));
+    let enough = |cost| within_target(cost, bound);
+    let from = best.clone().unwrap_or_else(|| c.assignment.clone());
+    // The pure-Rust build's pairs of nodes re-packed, from the same plan as the kicks.
+    let repacked = if cfg!(feature = "highs") || enough(from.cost(problem)) {
+        None
+    } else {
+        crate::plan::repack::repacked(problem, &from, enough)
+    };
+    if let Some(r) = &repacked {
+        tr!(tracer, "pairs of nodes re-packed: {} GPUs, cost {:.3}", r.gpus_used(), r.cost(problem));
     }
+    // Kicks from both plans (one budget for both): neither start's walk wins everywhere (the
+    // 100-GPU six-type "mixed" fleets: seed 0 ends a GPU lower from the re-packed plan, seed
+    // 1 two GPUs higher).
+    let mut budget = assign::KickBudget::new();
+    for start in std::iter::once(&from).chain(repacked.as_ref()) {
+        if best.as_ref().is_some_and(|b| enough(b.cost(problem))) {
+            break;
+        }
+        if let Some(k) = budget.kicked(problem, start, assign::kicks_for(start.gpus_used()), enough) {
+            tr!(tracer, "GPUs emptied after kicks: {} GPUs, cost {:.3}", k.gpus_used(), k.cost(problem));
+            best = keep_cheaper(problem, best, Some(k));
+        }
+    }
+    best = keep_cheaper(problem, best, repacked);
     match best.filter(|b| cheaper(problem, b, &c.assignment)) {
         Some(b) => Candidate {
             assignment: b,
@@ -850,7 +870,14 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
     // replicas trade instances (same cost, each keeps an option of its model) until no node
     // does, and that plan is kept when it is cheaper and every node of its trimmed layout
     // passes the rule (the verifier's).
-    let unguarded = problem
+    keep_cheaper(problem, guarded, unguarded_lay_out(problem, r))
+}
+
+/// [`lay_out`]'s last part: where `spread: gpu` models may run on MIG, the counts laid out
+/// without that rule at placement, then made to pass it by trades of instances or
+/// re-placement; `None` where that fails or no such model runs on MIG.
+pub(crate) fn unguarded_lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
+    problem
         .mig_spread_models
         .then(|| Problem { mig_spread_models: false, ..problem.clone() })
         .and_then(|p| {
@@ -861,8 +888,7 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
             let ok =
                 assign::untangle_mig_spread(problem, &mut a) || assign::replace_mig_spread(problem, &mut a);
             ok.then_some(a)
-        });
-    keep_cheaper(problem, guarded, unguarded)
+        })
 }
 
 /// The optimiser's result `r` (and a `second` one of the same program) laid out: directly, then

@@ -1156,8 +1156,9 @@ proptest::proptest! {
 
     /// The search that empties GPUs, from first fit's plans in every order of small fleets
     /// (A100 and L4 pools, priced or not, so that GPUs may open in a cheaper pool; models with
-    /// compute, isolation and spread), and the kicks around it: where either empties a GPU, the
-    /// plan is cheaper, every model keeps its replicas, and the plan passes the verifier.
+    /// compute, isolation and spread), the kicks around it, and pairs of nodes re-packed by
+    /// their own programs: where any of them finds a cheaper plan, it is cheaper, every model
+    /// keeps its replicas, and the plan passes the verifier.
     #[test]
     fn an_emptied_plan_is_cheaper_keeps_every_replica_and_verifies(
         pools in proptest::collection::vec((proptest::bool::weighted(0.6), 1u32..=3, 1u32..=4, 0u8..3), 1..=3),
@@ -1191,8 +1192,12 @@ proptest::proptest! {
         let starts = crate::plan::assign::ffd_every_order(&problem);
         let emptied = starts.iter().map(|a| (a, crate::plan::assign::empty_gpus(&problem, a)));
         // And the kicks around it, fewer than the planner gives (the test's time).
-        let kicked = starts.iter().map(|a| (a, crate::plan::assign::kicked(&problem, a, 40, |_| false)));
-        for (a, b) in emptied.chain(kicked) {
+        let kicked = starts.iter().map(|a| (a, crate::plan::assign::KickBudget::new().kicked(&problem, a, 40, |_| false)));
+        // And pairs of nodes re-packed by their own programs.
+        let repacked = starts
+            .iter()
+            .map(|a| (a, crate::plan::repack::repacked(&problem, a, |_| false)));
+        for (a, b) in emptied.chain(kicked).chain(repacked) {
             let Some(b) = b else { continue };
             proptest::prop_assert!(b.cost(&problem) < a.cost(&problem) - 1e-9, "{} not below {}", b.cost(&problem), a.cost(&problem));
             proptest::prop_assert_eq!(replicas_per_model(&b), replicas_per_model(a));
@@ -1252,7 +1257,9 @@ fn kicks_find_a_cheaper_plan_where_emptying_single_gpus_stops() {
     let problem = crate::plan::problem::build(&spec, &catalog);
     let first = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
     let emptied = crate::plan::assign::empty_gpus(&problem, &first).unwrap_or(first);
-    let kicked = crate::plan::assign::kicked(&problem, &emptied, 200, |_| false).expect("a cheaper plan");
+    let kicked = crate::plan::assign::KickBudget::new()
+        .kicked(&problem, &emptied, 200, |_| false)
+        .expect("a cheaper plan");
     assert_eq!(emptied.gpus_used(), 6);
     assert!(
         kicked.gpus_used() < emptied.gpus_used(),
@@ -1291,4 +1298,27 @@ fn built_and_verified(
     let plan = crate::plan::build::build(problem, a, &figures).map_err(|e| format!("{e:?}"))?;
     let violations = crate::verify::check(spec, catalog, &plan);
     if violations.is_empty() { Ok(()) } else { Err(format!("{violations:?}")) }
+}
+
+/// Where the search that empties GPUs stops, re-packing pairs of nodes by their own programs
+/// goes on: the fleet of the kicks' test above, first fit's plan emptied as far as single GPUs
+/// can leave (6 GPUs), re-packed on fewer (5 with microlp's node budget, 4 with HiGHS's),
+/// with every model's replicas, and the verifier accepts it.
+#[test]
+fn repacking_pairs_of_nodes_finds_a_cheaper_plan_where_emptying_stops() {
+    let pools = vec![
+        crate::bench::pool("p0", "A100-SXM4-80GB", 1, (1..=3).map(|n| format!("p0-n{n}")).collect()),
+        crate::bench::pool("p1", "L4", 3, (1..=2).map(|n| format!("p1-n{n}")).collect()),
+    ];
+    let models = generated_models(&[(21, 8, 3, 2, 1), (4, 0, 2, 0, 0), (14, 3, 2, 0, 0)]);
+    let spec = crate::bench::spec("p", pools, models);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let first = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
+    let emptied = crate::plan::assign::empty_gpus(&problem, &first).unwrap_or(first);
+    let repacked = crate::plan::repack::repacked(&problem, &emptied, |_| false).expect("a cheaper plan");
+    assert_eq!(emptied.gpus_used(), 6);
+    assert!(repacked.gpus_used() < 6, "{} GPUs", repacked.gpus_used());
+    assert_eq!(replicas_per_model(&repacked), replicas_per_model(&emptied));
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &repacked), Ok(()));
 }

@@ -24,7 +24,7 @@ const EMPTY_TRIES: usize = 20_000;
 /// all its passes (a count, not a clock).
 const EJECT_TRIES: usize = 200_000;
 
-/// Kicks [`kicked`] gives a plan at most (a count, not a clock). On the 100-GPU six-type
+/// Kicks [`KickBudget::kicked`] gives a plan at most (a count, not a clock). On the 100-GPU six-type
 /// stress fleets a kick costs 40–170 ms (opt-level 3); the plans kept improving up to about
 /// kick 1,600 (docs/benchmarks.md).
 const KICKS: usize = 2_000;
@@ -39,18 +39,18 @@ const KICK_GPUS: usize = 200_000;
 /// there would cost seconds.
 const KICK_MAX_GPUS: usize = 256;
 
-/// GPUs [`kicked`]'s descents try to empty at most, over all its kicks (a count, not a
+/// GPUs [`KickBudget::kicked`]'s descents try to empty at most, over all its kicks (a count, not a
 /// clock). Each descent keeps a run's own budget too ([`EMPTY_TRIES`], [`EJECT_TRIES`]), so
 /// without this one the kicks' work could grow to the number of kicks times that budget. The
 /// 100-GPU six-type stress fleets' kicks spend 117,000–279,000 (docs/benchmarks.md).
 const KICK_TRIES: usize = 1_000_000;
 
-/// Replicas [`kicked`]'s descents take off other GPUs to make room ([`eject`]) at most, over
+/// Replicas [`KickBudget::kicked`]'s descents take off other GPUs to make room ([`eject`]) at most, over
 /// all its kicks: most of the kicks' cost. The 100-GPU six-type stress fleets' kicks spend 8
 /// to 35 million, a 256-GPU one 64 million (HiGHS build, "mixed", seed 0).
 const KICK_EJECTIONS: usize = 100_000_000;
 
-/// The seed of [`kicked`]'s choices: the same on every machine and every run.
+/// The seed of [`KickBudget::kicked`]'s choices: the same on every machine and every run.
 const KICK_SEED: u64 = 0x6770_7570_6c61_6e00;
 
 /// One replica to move: its model and where it ran.
@@ -109,6 +109,7 @@ fn searched_within(
 }
 
 /// What the search has left to spend, and whether it emptied a GPU.
+#[derive(Debug)]
 struct Search {
     /// GPUs it may still try to empty.
     tries: usize,
@@ -358,7 +359,7 @@ fn take_off(b: &mut Assignment, (pi, ni, gi): (usize, usize, usize), t: &Moved) 
     uncount(b, t)
 }
 
-/// The kicks [`kicked`] gives a plan of `gpus` GPUs in use: [`KICKS`] up to 100 GPUs, fewer
+/// The kicks [`KickBudget::kicked`] gives a plan of `gpus` GPUs in use: [`KICKS`] up to 100 GPUs, fewer
 /// above ([`KICK_GPUS`] ÷ the GPUs), none above [`KICK_MAX_GPUS`].
 pub(crate) fn kicks_for(gpus: u64) -> usize {
     match usize::try_from(gpus) {
@@ -367,27 +368,49 @@ pub(crate) fn kicks_for(gpus: u64) -> usize {
     }
 }
 
-/// An iterated local search around [`empty_gpus`]: a cheaper assignment than `a` with the same
-/// replicas, or `None`. Each of `kicks` kicks (the planner gives [`kicks_for`]) takes replicas
-/// off ([`ruin_recreate`]: every replica of one node, of three GPUs, or of one model), places
-/// them again (room on GPUs in use first, else first fit, which may open a GPU) and empties
-/// GPUs from there. The result becomes the current plan when it costs no more, so the search
-/// walks across plans of equal cost; the cheapest plan seen is kept. It stops early once
-/// `enough` says a cost is good enough (the planner's target), or when its descents have spent
-/// [`KICK_TRIES`] tries or [`KICK_EJECTIONS`] ejections in all. The descent stops at a plan no
-/// single GPU can leave; a kick moves several GPUs' or a whole model's replicas at once. Its
-/// choices come from a fixed seed, and its budgets are counts: deterministic (`SplitMix64`).
-pub(crate) fn kicked(
+/// What the kicks' descents may still spend ([`KICK_TRIES`], [`KICK_EJECTIONS`]), shared by
+/// the kicks from several starts so that their work together stays within one budget.
+#[derive(Debug)]
+pub(crate) struct KickBudget(Search);
+
+impl KickBudget {
+    pub(crate) fn new() -> Self {
+        Self(Search::new(KICK_TRIES, KICK_EJECTIONS))
+    }
+
+    /// An iterated local search around [`empty_gpus`]: a cheaper assignment than `a` with the same
+    /// replicas, or `None`. Each of `kicks` kicks (the planner gives [`kicks_for`]) takes replicas
+    /// off ([`ruin_recreate`]: every replica of one node, of three GPUs, or of one model), places
+    /// them again (room on GPUs in use first, else first fit, which may open a GPU) and empties
+    /// GPUs from there. The result becomes the current plan when it costs no more, so the search
+    /// walks across plans of equal cost; the cheapest plan seen is kept. It stops early once
+    /// `enough` says a cost is good enough (the planner's target), or when the descents of this
+    /// budget's kicks, from every start, have spent [`KICK_TRIES`] tries or [`KICK_EJECTIONS`]
+    /// ejections in all. The descent stops at a plan no
+    /// single GPU can leave; a kick moves several GPUs' or a whole model's replicas at once. Its
+    /// choices come from a fixed seed, and its budgets are counts: deterministic (`SplitMix64`).
+    pub(crate) fn kicked(
+        &mut self,
+        problem: &Problem<'_>,
+        a: &Assignment,
+        kicks: usize,
+        enough: impl Fn(f64) -> bool,
+    ) -> Option<Assignment> {
+        kicked_within(problem, a, kicks, enough, &mut self.0)
+    }
+}
+
+/// [`KickBudget::kicked`] spending `left`; each descent also keeps a run's own budget.
+fn kicked_within(
     problem: &Problem<'_>,
     a: &Assignment,
     kicks: usize,
     enough: impl Fn(f64) -> bool,
+    left: &mut Search,
 ) -> Option<Assignment> {
     let mut mix = SplitMix64(KICK_SEED);
     let mut current = a.clone();
     let mut best: Option<Assignment> = None;
-    // What all the kicks' descents may still spend; each descent also keeps a run's budget.
-    let mut left = Search::new(KICK_TRIES, KICK_EJECTIONS);
     for k in 0..kicks {
         let least = best.as_ref().unwrap_or(a).cost(problem);
         if enough(least) || left.tries == 0 || left.ejections == 0 {
@@ -412,7 +435,7 @@ pub(crate) fn kicked(
     Some(best)
 }
 
-/// `a` with some replicas taken off and placed again (kick `k` of [`kicked`]); `None` when a
+/// `a` with some replicas taken off and placed again (kick `k` of [`KickBudget::kicked`]); `None` when a
 /// replica finds no place. A GPU is drawn from `mix`; one kick in three takes every replica of
 /// a model it runs ([`model_kick`]), the others every replica of its node's GPUs or of it and
 /// two more GPUs drawn. Half the kicks place the replicas largest first, the rest in an order
