@@ -1,5 +1,5 @@
 //! splitmix64, the one generator of reproducible choices: the planner's kicks
-//! (`assign::kicked`) and the benchmark harness's fleets (`crate::bench`, which re-exports it).
+//! (`assign::KickBudget::kicked`) and the benchmark harness's fleets (`crate::bench`, which re-exports it).
 //! No platform randomness and no clock, so the same seed draws the same numbers on any machine.
 
 /// splitmix64: a tiny, well-mixed, portable generator (Steele, Lea and Flood 2014).

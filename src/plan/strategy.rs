@@ -602,10 +602,11 @@ fn neighbourhoods(
 /// ([`assign::ffd_every_order`]), the cheapest result kept when cheaper than the plan. The
 /// starts end in different places (100-GPU six-type stress fleet "mixed", seed 0, pure-Rust
 /// build: the plan's 56 GPUs emptied to 49, first fit's to 44–46; docs/benchmarks.md). Then,
-/// still outside the target, the kicks around it ([`assign::kicked`]) from the cheapest of
-/// those, stopping once within the target (same fleet: 44 → 43 GPUs; seed 1: 56 → 48); then,
-/// in the pure-Rust build, pairs of nodes re-packed by their own programs
-/// ([`crate::plan::repack::repacked`]), still outside the target. Not
+/// still outside the target, in the pure-Rust build, pairs of nodes re-packed by their own
+/// programs ([`crate::plan::repack::repacked`]) from the cheapest of those; then the kicks
+/// around it ([`assign::KickBudget::kicked`]) from that cheapest and from the re-packed plan,
+/// within one budget, stopping once within the target (same fleet: 44 → 43 GPUs; seed 1: 56
+/// → 48). Not
 /// where a pool runs layouts today (the program weighs keeping them, the search does not) nor
 /// on a plan a first-fit search made (it stands for the first-fit figure).
 fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {

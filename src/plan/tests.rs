@@ -1240,6 +1240,17 @@ fn the_bounds_relaxation_has_the_spread_rows_in_both_builds() {
     assert!((relaxed.objective - 16.5).abs() < 1e-6, "relaxation {}", relaxed.objective);
 }
 
+/// Three models (one `spread: gpu` with dedicated GPUs) on one-GPU A100 nodes and three-GPU L4
+/// nodes, where the search that empties GPUs stops above the best plan.
+fn stuck_fleet() -> crate::spec::Spec {
+    let pools = vec![
+        crate::bench::pool("p0", "A100-SXM4-80GB", 1, (1..=3).map(|n| format!("p0-n{n}")).collect()),
+        crate::bench::pool("p1", "L4", 3, (1..=2).map(|n| format!("p1-n{n}")).collect()),
+    ];
+    let models = generated_models(&[(21, 8, 3, 2, 1), (4, 0, 2, 0, 0), (14, 3, 2, 0, 0)]);
+    crate::bench::spec("p", pools, models)
+}
+
 /// Where the search that empties GPUs stops, the kicks go on: first fit's plan of three models
 /// (one `spread: gpu` with dedicated GPUs) on one-GPU A100 nodes and three-GPU L4 nodes,
 /// emptied as far as single GPUs can leave, uses 6 GPUs; 200 kicks find a plan of fewer (4), with
@@ -1247,12 +1258,7 @@ fn the_bounds_relaxation_has_the_spread_rows_in_both_builds() {
 /// beat the descent on about one in a hundred.)
 #[test]
 fn kicks_find_a_cheaper_plan_where_emptying_single_gpus_stops() {
-    let pools = vec![
-        crate::bench::pool("p0", "A100-SXM4-80GB", 1, (1..=3).map(|n| format!("p0-n{n}")).collect()),
-        crate::bench::pool("p1", "L4", 3, (1..=2).map(|n| format!("p1-n{n}")).collect()),
-    ];
-    let models = generated_models(&[(21, 8, 3, 2, 1), (4, 0, 2, 0, 0), (14, 3, 2, 0, 0)]);
-    let spec = crate::bench::spec("p", pools, models);
+    let spec = stuck_fleet();
     let catalog = Catalog::builtin();
     let problem = crate::plan::problem::build(&spec, &catalog);
     let first = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
@@ -1306,12 +1312,7 @@ fn built_and_verified(
 /// with every model's replicas, and the verifier accepts it.
 #[test]
 fn repacking_pairs_of_nodes_finds_a_cheaper_plan_where_emptying_stops() {
-    let pools = vec![
-        crate::bench::pool("p0", "A100-SXM4-80GB", 1, (1..=3).map(|n| format!("p0-n{n}")).collect()),
-        crate::bench::pool("p1", "L4", 3, (1..=2).map(|n| format!("p1-n{n}")).collect()),
-    ];
-    let models = generated_models(&[(21, 8, 3, 2, 1), (4, 0, 2, 0, 0), (14, 3, 2, 0, 0)]);
-    let spec = crate::bench::spec("p", pools, models);
+    let spec = stuck_fleet();
     let catalog = Catalog::builtin();
     let problem = crate::plan::problem::build(&spec, &catalog);
     let first = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
