@@ -33,13 +33,23 @@ use crate::plan::problem::{Kind, Need, Opt, Problem};
 /// Programs [`repacked`] solves at most (a count, not a clock).
 pub(crate) const REPACK_SOLVES: usize = 400;
 
+/// GPUs in use above which [`repacked`] does nothing: measured on 100-GPU fleets only (25 s to
+/// 2 minutes there), and beyond them the pairs' programs and the kicks from a second start
+/// (`strategy::emptied`) would add to what 256-GPU fleets already spend in the kicks (8 to 32
+/// minutes; docs/benchmarks.md).
+pub(crate) const REPACK_MAX_GPUS: u64 = 128;
+
 /// A cheaper assignment than `a`, found by re-packing pairs of its nodes in use, or `None`.
-/// Stops once `enough` says a cost is good enough, or after [`REPACK_SOLVES`] programs.
+/// Stops once `enough` says a cost is good enough, or after [`REPACK_SOLVES`] programs;
+/// nothing on plans of more than [`REPACK_MAX_GPUS`] GPUs.
 pub(crate) fn repacked(
     problem: &Problem<'_>,
     a: &Assignment,
     enough: impl Fn(f64) -> bool,
 ) -> Option<Assignment> {
+    if a.gpus_used() > REPACK_MAX_GPUS {
+        return None;
+    }
     let mut best = a.clone();
     let mut improved = false;
     let mut solves = 0;
