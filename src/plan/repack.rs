@@ -35,7 +35,7 @@ use crate::plan::problem::{Kind, Need, Opt, Problem};
 pub(crate) const REPACK_SOLVES: usize = 400;
 
 /// GPUs in use above which [`repacked`] does nothing: measured on 100-GPU fleets only (25 s to
-/// 2 minutes there), and beyond them the pairs' programs and the kicks from a second start
+/// 5 minutes there), and beyond them the pairs' programs and the kicks from a second start
 /// (`strategy::emptied`) would add to what 256-GPU fleets already spend in the kicks (8 to 32
 /// minutes; docs/benchmarks.md).
 pub(crate) const REPACK_MAX_GPUS: u64 = 128;
