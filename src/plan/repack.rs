@@ -168,7 +168,7 @@ fn repack(
     // cheapest.
     let laid = [
         assign::decompose(sub, &r.counts, &r.replicas, false),
-        crate::plan::strategy::unguarded_lay_out(sub, &r),
+        assign::decompose_unguarded(sub, &r.counts, &r.replicas),
         assign::decompose(sub, &r.counts, &r.replicas, true),
     ]
     .into_iter()

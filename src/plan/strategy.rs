@@ -871,25 +871,7 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
     // replicas trade instances (same cost, each keeps an option of its model) until no node
     // does, and that plan is kept when it is cheaper and every node of its trimmed layout
     // passes the rule (the verifier's).
-    keep_cheaper(problem, guarded, unguarded_lay_out(problem, r))
-}
-
-/// [`lay_out`]'s last part: where `spread: gpu` models may run on MIG, the counts laid out
-/// without that rule at placement, then made to pass it by trades of instances or
-/// re-placement; `None` where that fails or no such model runs on MIG.
-pub(crate) fn unguarded_lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
-    problem
-        .mig_spread_models
-        .then(|| Problem { mig_spread_models: false, ..problem.clone() })
-        .and_then(|p| {
-            assign::decompose(&p, &r.counts, &r.replicas, false)
-                .or_else(|| assign::decompose(&p, &r.counts, &r.replicas, true))
-        })
-        .and_then(|mut a| {
-            let ok =
-                assign::untangle_mig_spread(problem, &mut a) || assign::replace_mig_spread(problem, &mut a);
-            ok.then_some(a)
-        })
+    keep_cheaper(problem, guarded, assign::decompose_unguarded(problem, &r.counts, &r.replicas))
 }
 
 /// The optimiser's result `r` (and a `second` one of the same program) laid out: directly, then

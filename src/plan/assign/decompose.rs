@@ -794,3 +794,19 @@ pub(crate) fn replace_mig_spread(problem: &Problem<'_>, a: &mut Assignment) -> b
     trim(problem, a);
     placed
 }
+
+/// The counts laid out without the `spread: gpu` rule on MIG at placement (exact, else with
+/// first fit for what finds no room), then made to pass it by trades of instances
+/// ([`untangle_mig_spread`]) or re-placement ([`replace_mig_spread`]); `None` where that fails
+/// or no such model may run on MIG. The rule at placement reads layouts not yet trimmed, so it
+/// defers replicas that the trimmed layout would take.
+pub(crate) fn decompose_unguarded(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+) -> Option<Assignment> {
+    let p = problem.mig_spread_models.then(|| Problem { mig_spread_models: false, ..problem.clone() })?;
+    let mut a = decompose(&p, counts, replicas, false).or_else(|| decompose(&p, counts, replicas, true))?;
+    let ok = untangle_mig_spread(problem, &mut a) || replace_mig_spread(problem, &mut a);
+    ok.then_some(a)
+}

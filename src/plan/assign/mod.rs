@@ -668,9 +668,9 @@ mod ffd;
 mod program;
 mod search;
 
-pub(crate) use decompose::{
-    decompose, decompose_deferred, decompose_program, replace_mig_spread, untangle_mig_spread,
-};
+pub(crate) use decompose::{decompose, decompose_deferred, decompose_program, decompose_unguarded};
+#[cfg(test)]
+pub(crate) use decompose::{replace_mig_spread, untangle_mig_spread};
 pub(crate) use empty::{KickBudget, empty_gpus, kicks_for};
 pub(crate) use ffd::{ffd, ffd_every_order, ffd_guided, ffd_reordered};
 pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};
