@@ -14,7 +14,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpuplan::bench::fleet;
+use gpuplan::bench::{SplitMix64, fleet};
 use gpuplan::plan;
 use gpuplan::plan::day2::{previous, replan, rollout};
 use gpuplan::spec::{Demand, Nodes, Spec};
@@ -35,26 +35,16 @@ const CASES: &[Case] = &[
     Case { name: "fleet-1000-priced", gpus: 1000, models: 200, priced: true, edits: 20 },
 ];
 
-/// SplitMix64: deterministic edits.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// A uniform draw below `n` (0 when `n` is 0, a draw consumed either way, so that the edits stay
+/// the sequence earlier rounds measured).
+fn below(rng: &mut SplitMix64, n: usize) -> usize {
+    (rng.next_u64() % n.max(1) as u64) as usize
 }
 
 /// Applies one random edit; returns its description.
-fn edit(spec: &mut Spec, rng: &mut Rng, step: usize) -> String {
-    let kind = rng.below(7);
-    let mi = rng.below(spec.models.len());
+fn edit(spec: &mut Spec, rng: &mut SplitMix64, step: usize) -> String {
+    let kind = below(rng, 7);
+    let mi = below(rng, spec.models.len());
     match kind {
         0 | 1 => {
             let m = &mut spec.models[mi];
@@ -80,7 +70,7 @@ fn edit(spec: &mut Spec, rng: &mut Rng, step: usize) -> String {
             format!("{}: removed", m.name)
         }
         4 => {
-            let pi = rng.below(spec.pools.len());
+            let pi = below(rng, spec.pools.len());
             let p = &mut spec.pools[pi];
             if let Nodes::Named(names) = &mut p.nodes {
                 names.push(format!("{}-new-{step:02}", p.name));
@@ -88,19 +78,19 @@ fn edit(spec: &mut Spec, rng: &mut Rng, step: usize) -> String {
             format!("pool {}: node added", p.name)
         }
         5 => {
-            let pi = rng.below(spec.pools.len());
+            let pi = below(rng, spec.pools.len());
             let p = &mut spec.pools[pi];
             if let Nodes::Named(names) = &mut p.nodes
                 && names.len() > 1
             {
-                let n = names.remove(rng.below(names.len()));
+                let n = names.remove(below(rng, names.len()));
                 return format!("pool {}: node {n} removed", p.name);
             }
             format!("pool {}: unchanged", p.name)
         }
         _ => {
             let m = &mut spec.models[mi];
-            let up = rng.below(2) == 0;
+            let up = below(rng, 2) == 0;
             m.memory_mib = if up { m.memory_mib * 5 / 4 } else { m.memory_mib * 4 / 5 };
             format!("{}: memory {}", m.name, if up { "×1.25" } else { "×0.8" })
         }
@@ -225,7 +215,7 @@ fn main() -> ExitCode {
             }
         }
         let mut cli_ratio: Vec<f64> = Vec::new();
-        let mut rng = Rng(0x5eed ^ u64::from(case.gpus));
+        let mut rng = SplitMix64(0x5eed ^ u64::from(case.gpus));
         let (mut nodes, mut moved, mut gpus, mut cost, mut ratio, mut scratch_t) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut after_removal: Vec<f64> = Vec::new();

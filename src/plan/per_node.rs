@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use crate::plan::assign::{Assignment, NodeA, PoolA};
 use crate::plan::layouts::{self, Layout};
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, NodeRows, Pins};
-use crate::plan::problem::{Kind, Opt, Problem};
+use crate::plan::problem::{Kind, Opt, PoolCtx, Problem};
 
 /// Nodes in all above which no split is written: the program grows with the nodes (each one
 /// carries its pool's layout, sharing-class and spread variables).
@@ -66,7 +66,7 @@ pub(crate) struct Split<'a> {
 /// one pool per node (autoscaled pools and pools with layouts running today stay whole).
 /// `None` when no pool splits or the split would have more than [`MAX_SPLIT_NODES`] nodes.
 pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
-    let splits = |p: &crate::plan::problem::PoolCtx<'_>| !p.autoscaled() && p.spec.current.is_empty();
+    let splits = |p: &PoolCtx<'_>| !p.autoscaled() && p.spec.current.is_empty();
     let nodes: usize = problem.pools.iter().filter(|p| splits(p)).map(|p| p.named.len()).sum();
     if nodes > MAX_SPLIT_NODES || !problem.pools.iter().any(|p| splits(p) && p.named.len() > 1) {
         return None;
@@ -80,10 +80,7 @@ pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
         let mut mine = Vec::new();
         if splits(p) && !p.named.is_empty() {
             for name in &p.named {
-                let mut one = p.clone();
-                one.named = vec![name.clone()];
-                one.max_nodes = 1;
-                one.min_nodes = 0;
+                let one = one_node_pool(p, name.clone());
                 if let Some(&last) = mine.last() {
                     twins.push((last, pools.len()));
                 }
@@ -116,6 +113,16 @@ pub(crate) fn split<'a>(problem: &Problem<'a>) -> Option<Split<'a>> {
         .collect();
     let problem = Problem { pools, models, ..problem.clone() };
     Some(Split { problem, origin, twins, spread_layouts: false })
+}
+
+/// Pool `p` narrowed to its node `name`: a pool of one node, which the plan may leave empty
+/// (the split above, and the pairs of nodes of [`crate::plan::repack`]).
+pub(crate) fn one_node_pool<'a>(p: &PoolCtx<'a>, name: String) -> PoolCtx<'a> {
+    let mut one = p.clone();
+    one.named = vec![name];
+    one.max_nodes = 1;
+    one.min_nodes = 0;
+    one
 }
 
 /// The candidate layouts of pool `pi` for rows exact on the `spread: gpu` rule: every valid

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use crate::plan::assign::{self, Assignment, COST_EPSILON};
 use crate::plan::bounds;
 use crate::plan::milp;
-use crate::plan::per_node::Split;
+use crate::plan::per_node::{self, Split};
 use crate::plan::problem::{Kind, Need, Opt, Problem};
 
 /// Programs [`repacked`] solves at most (a count, not a clock).
@@ -110,11 +110,7 @@ fn neighbourhood<'a>(problem: &Problem<'a>, a: &Assignment, nodes: &[(usize, usi
             }
             *demand.get_mut(m)? += n;
         }
-        let mut one = pool.clone();
-        one.named = vec![pool.node_name(ni)];
-        one.max_nodes = 1;
-        one.min_nodes = 0;
-        pools.push(one);
+        pools.push(per_node::one_node_pool(pool, pool.node_name(ni)));
     }
     let models = problem
         .models
