@@ -97,7 +97,8 @@ pub(crate) struct MilpResult {
     /// The weighted cost (GPUs × relative price) of the solution.
     pub cost: f64,
     /// A lower bound on the weighted cost of every plan of the program as solved, from the
-    /// solver's dual bound (HiGHS; `None` with microlp or where the goal is not a plan).
+    /// solver's dual bound (HiGHS's, or microlp's best bound; `None` where the goal is not a
+    /// plan).
     pub floor: Option<f64>,
 }
 
@@ -314,9 +315,23 @@ pub(crate) fn solve_harder(problem: &Problem<'_>, goal: Goal, pins: &Pins) -> Re
     solve_with_work(problem, goal, pins, &Caps::new(), HARDER_WORK, false)
 }
 
+/// [`solve`] stopped after `nodes` branch-and-bound nodes, for tests of what a stop at a node
+/// limit proves.
+#[cfg(test)]
+pub(crate) fn solve_with_nodes(
+    problem: &Problem<'_>,
+    goal: Goal,
+    nodes: u64,
+) -> Result<MilpResult, MilpError> {
+    let mut prog = Program::new(problem, goal);
+    prog.nodes = Some(nodes);
+    prog.build(&Pins::new(), &Caps::new());
+    prog.run_and_read()
+}
+
 /// [`solve`] with a zero gap and [`HARDER_WORK`] times the node limit, for tests that check
 /// what a wider gap proved.
-#[cfg(all(test, feature = "highs"))]
+#[cfg(test)]
 pub(crate) fn solve_exact(problem: &Problem<'_>, goal: Goal) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, goal);
     prog.exact = true;
@@ -1803,6 +1818,9 @@ fn run_nodes(
         match m.as_inner().solve_with(options) {
             Ok(outcome) => {
                 let optimal = outcome.is_optimal();
+                // The least bound of the open nodes and the incumbent: no solution of the
+                // program is below it (microlp's `Stats::best_bound`).
+                let dual = outcome.stats().best_bound.filter(|d| d.is_finite());
                 match outcome.into_solution() {
                     Ok(sol) => {
                         let values: Vec<f64> = sol.iter().map(|(_, v)| v).collect();
@@ -1811,7 +1829,7 @@ fn run_nodes(
                             .enumerate()
                             .map(|(i, v)| (v, values.get(i).copied().unwrap_or(0.0)))
                             .collect();
-                        Ok(Outcome { values, optimal, gap, dual: None })
+                        Ok(Outcome { values, optimal, gap, dual })
                     }
                     Err(_) => {
                         Err(MilpError::Solver("node limit reached before a feasible solution".to_owned()))
@@ -1843,7 +1861,7 @@ pub(crate) fn proves(floor: f64, cost: f64, step: f64) -> bool {
 /// The step between two plans' weighted costs: one GPU when unpriced; on priced pools the
 /// greatest common divisor of the prices in cents over the cheapest price (every plan costs
 /// `Σ price × GPUs`), 0 when a price is not a whole number of cents.
-fn cost_step(problem: &Problem<'_>) -> f64 {
+pub(crate) fn cost_step(problem: &Problem<'_>) -> f64 {
     let Some(unit) = problem.unit_price else { return 1.0 };
     let prices = crate::plan::bounds::pool_prices(problem);
     crate::plan::bounds::price_step(&prices).map_or(0.0, |g| g / unit)

@@ -801,6 +801,52 @@ fn a_cost_the_dual_bound_proves_is_the_zero_gap_optimum() {
     assert!(solved >= 3 && proven > 0, "{solved} solved, {proven} proven: the test checks little");
 }
 
+/// Issue 23: a solve stopped at a node limit, either solver, gives a floor (HiGHS's dual bound,
+/// microlp's best bound) that is never above the optimum a zero-gap solve finds, and a cost it
+/// calls proven is that optimum, on small priced and unpriced stress fleets.
+#[test]
+fn a_floor_at_a_node_limit_is_never_above_the_optimum() {
+    use crate::bench::stress::{Shape, fleet};
+    use crate::plan::milp::{Goal, solve_exact, solve_with_nodes};
+    let (mut floors, mut compared) = (0, 0);
+    for (gpus, priced, compute, seed) in
+        [(16, true, false, 1), (16, false, true, 2), (24, true, true, 3), (32, true, false, 4)]
+    {
+        let shape = Shape { gpus, priced, compute, fill: 0.4, time_sliced: false };
+        let (spec, catalog) = fleet(shape, seed);
+        let problem = crate::plan::problem::build(&spec, &catalog);
+        let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+        let Ok(exact) = solve_exact(&problem, goal) else { continue };
+        if !exact.optimal {
+            continue;
+        }
+        compared += 1;
+        for nodes in [1, 16, 256] {
+            let Ok(r) = solve_with_nodes(&problem, goal, nodes) else { continue };
+            if let Some(floor) = r.floor {
+                floors += 1;
+                assert!(
+                    floor <= exact.cost + 1e-9,
+                    "{gpus} GPUs, seed {seed}, {nodes} nodes: floor {floor} above {}",
+                    exact.cost
+                );
+            }
+            if r.optimal {
+                assert!(
+                    (r.cost - exact.cost).abs() < 1e-6,
+                    "{gpus} GPUs, seed {seed}, {nodes} nodes: {} proven, {}",
+                    r.cost,
+                    exact.cost
+                );
+            }
+        }
+    }
+    assert!(
+        compared >= 2 && floors >= 3,
+        "{compared} fleets compared, {floors} floors: the test checks little"
+    );
+}
+
 /// The program per node: each named node of a pool without layouts running today becomes a
 /// pool of its own (options copied per node, consecutive nodes of one pool paired as twins);
 /// an autoscaled pool stays whole; an assignment of the split problem maps back node for node
