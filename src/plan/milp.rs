@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
-use crate::plan::problem::{Kind, Need, Opt, Problem, Share, is_large};
+use crate::plan::problem::{self, Kind, Need, Opt, Problem, Share, is_large};
 use crate::spec::Spread;
 
 /// Whether the objective counts distinct configs (needs binaries; HiGHS only).
@@ -120,9 +120,9 @@ impl MilpResult {
 
 /// Why a solve may end unproven, for the plan's reasons.
 #[cfg(feature = "highs")]
-pub(crate) const UNPROVEN_WHY: &str = "HiGHS stopped at its node limit or a relative gap, or solved a program with the relaxation's choices rounded and pinned";
+pub(crate) const UNPROVEN_WHY: &str = "HiGHS stopped at its node limit or a relative gap, solved a program with the relaxation's choices rounded and pinned, or wrote spread rows that a plan trimming a GPU's MIG layout may break";
 #[cfg(not(feature = "highs"))]
-pub(crate) const UNPROVEN_WHY: &str = "microlp stopped at its node limit or a relative gap, or solved a program with the relaxation's choices rounded and pinned";
+pub(crate) const UNPROVEN_WHY: &str = "microlp stopped at its node limit or a relative gap, solved a program with the relaxation's choices rounded and pinned, or wrote spread rows that a plan trimming a GPU's MIG layout may break";
 
 /// Replica counts to impose, per (model, pool, kind); models absent are free.
 pub(crate) type Pins = BTreeMap<(usize, usize, Kind), u32>;
@@ -493,6 +493,46 @@ pub(crate) fn solve_repack(problem: &Problem<'_>, cost_bound: f64) -> Result<Mil
     Ok(r)
 }
 
+/// A program's settings, to solve it again on the problem [`problem::widened`] to every layout a
+/// plan may trim a GPU to ([`Program::run_and_read`]).
+struct Recipe<'p, 'a> {
+    problem: &'p Problem<'a>,
+    goal: Goal,
+    work: u32,
+    nodes: Option<u64>,
+    profile_rows: bool,
+    twins: Vec<(usize, usize)>,
+    configs: bool,
+    trimmed: bool,
+    budget: bool,
+    start: Pins,
+    held: BTreeSet<usize>,
+    spread_rows: bool,
+    imposed: (Pins, Caps),
+}
+
+impl Recipe<'_, '_> {
+    /// Whether the program is infeasible on the widened problem too: only then does no plan
+    /// exist (its rows there hold for every plan).
+    fn widened_infeasible(self) -> bool {
+        let wide = problem::widened(self.problem);
+        let mut prog = Program::new(&wide, self.goal);
+        prog.work = self.work;
+        prog.nodes = self.nodes;
+        prog.profile_rows = self.profile_rows;
+        prog.twins = self.twins;
+        prog.configs = self.configs;
+        prog.trimmed = self.trimmed;
+        prog.budget = self.budget;
+        prog.start = self.start;
+        prog.held = self.held;
+        prog.spread_rows = self.spread_rows;
+        let (pins, caps) = self.imposed;
+        prog.build(&pins, &caps);
+        matches!(prog.solve_and_read(), Err(MilpError::Infeasible))
+    }
+}
+
 /// Weights of the objective's lower levels (see the module header).
 struct Weights {
     /// Per GPU whose current MIG layout is dropped.
@@ -553,6 +593,8 @@ struct Program<'p, 'a> {
     start: Pins,
     /// Pools that hold the replicas `start` gives them ([`Program::hold`]; empty: none).
     held: BTreeSet<usize>,
+    /// The pins and caps [`Program::build`] imposed, kept for [`Program::widened_infeasible`].
+    imposed: (Pins, Caps),
     /// Whether the `spread: gpu` rows on MIG are written ([`Program::mig_spread_gpu_rows`]):
     /// with HiGHS, or on small problems, or in the bounds' relaxations of programs that are
     /// not large (no branch and bound to slow down; without them the pure-Rust bound was 9
@@ -621,6 +663,7 @@ impl<'p, 'a> Program<'p, 'a> {
             budget: false,
             start: Pins::new(),
             held: BTreeSet::new(),
+            imposed: (Pins::new(), Caps::new()),
             spread_rows: cfg!(feature = "highs")
                 || problem.small
                 || matches!(goal, Goal::Extend { .. })
@@ -649,6 +692,7 @@ impl<'p, 'a> Program<'p, 'a> {
 
     /// Every variable, row and objective level of the program, `pins` and `caps` imposed.
     fn build(&mut self, pins: &Pins, caps: &Caps) {
+        self.imposed = (pins.clone(), caps.clone());
         self.replica_vars();
         self.pool_vars();
         self.pin(pins);
@@ -1400,8 +1444,50 @@ impl<'p, 'a> Program<'p, 'a> {
         }
     }
 
-    /// Solves and reads the counts back.
+    /// Whether the program writes rows on its candidates' instances (the pooled `spread: gpu`
+    /// rows on MIG, those of several profiles) that a plan trimming a GPU may break
+    /// ([`problem::trims_matter`]): then it is a restriction, which proves nothing.
+    fn cuts_trimmed_plans(&self) -> bool {
+        ((self.spread_rows && !self.trimmed) || self.profile_rows) && problem::trims_matter(self.problem)
+    }
+
+    /// Solves and reads the counts back; where [`Program::cuts_trimmed_plans`], a plan's
+    /// result is a restriction, and its infeasibility stands only where the widened program's
+    /// does.
     fn run_and_read(self) -> Result<MilpResult, MilpError> {
+        let cuts = matches!(self.goal, Goal::Plan { .. }) && self.cuts_trimmed_plans();
+        if !cuts {
+            return self.solve_and_read();
+        }
+        let recipe = Recipe {
+            problem: self.problem,
+            goal: self.goal,
+            work: self.work,
+            nodes: self.nodes,
+            profile_rows: self.profile_rows,
+            twins: self.twins.clone(),
+            configs: self.configs,
+            trimmed: self.trimmed,
+            budget: self.budget,
+            start: self.start.clone(),
+            held: self.held.clone(),
+            spread_rows: self.spread_rows,
+            imposed: self.imposed.clone(),
+        };
+        match self.solve_and_read() {
+            Ok(mut r) => {
+                r.restrict();
+                Ok(r)
+            }
+            Err(MilpError::Infeasible) if !recipe.widened_infeasible() => Err(MilpError::Solver(
+                "the program's spread rows on its candidate layouts cut every plan, and a plan that trims a GPU may still exist".to_owned(),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Solves and reads the counts back.
+    fn solve_and_read(self) -> Result<MilpResult, MilpError> {
         let Program {
             problem,
             goal,

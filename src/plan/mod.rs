@@ -521,25 +521,40 @@ fn solve(
     tr!(tracer, "first-fit-decreasing: {ffd_gpus:?} GPUs, cost {ffd_cost:?}");
     let no_pins = milp::Pins::new();
     let relaxed = milp::solve(problem, Goal::Bound, &no_pins).ok();
-    let lp = relaxed.as_ref().map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
+    // The bounds come from the problem widened to every layout a plan may trim a GPU to where
+    // the pooled rows on the candidates could cut such a plan (`problem::trims_matter`); the
+    // relaxation of the problem itself still guides the lay-outs.
+    let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
+    let relaxed_wide = wide.as_ref().map(|w| milp::solve(w, Goal::Bound, &no_pins).ok());
+    let bounding = match &relaxed_wide {
+        Some(r) => r.as_ref(),
+        None => relaxed.as_ref(),
+    };
+    let lp = bounding.map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(problem));
     tr!(
         tracer,
-        "LP bound: {:.3} GPUs; model lower bound {lower_bound} GPUs; bound valid for every plan {} GPUs",
-        relaxed.as_ref().map_or(f64::NAN, |r| r.objective),
+        "LP bound: {:.3} GPUs (widened: {}); model lower bound {lower_bound} GPUs; bound valid for every plan {} GPUs",
+        bounding.map_or(f64::NAN, |r| r.objective),
+        wide.is_some(),
         valid.gpus
     );
     let floor = (lower_bound > 0).then_some(f64::from(lower_bound));
     // On priced pools the plan minimises cost: its own bound is the LP relaxation of cost, cut
     // by the GPU bound (every plan uses that many GPUs at least).
-    let cost_relaxed = problem
-        .unit_price
-        .and_then(|_| milp::solve(problem, Goal::CostBound { gpu_floor: floor }, &no_pins).ok());
-    if let Some(r) = &cost_relaxed {
+    let cost_of = |p: &problem::Problem<'_>| {
+        problem.unit_price.and_then(|_| milp::solve(p, Goal::CostBound { gpu_floor: floor }, &no_pins).ok())
+    };
+    let cost_relaxed = cost_of(problem);
+    let cost_wide = wide.as_ref().map(cost_of);
+    let cost_bounding = match &cost_wide {
+        Some(r) => r.as_ref(),
+        None => cost_relaxed.as_ref(),
+    };
+    if let Some(r) = cost_bounding {
         tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
     }
-    let cost_bound = cost_relaxed
-        .as_ref()
+    let cost_bound = cost_bounding
         .zip(problem.unit_price)
         .map(|(r, unit)| bounds::integral_dollars(problem, r.cost, unit));
     let goal = Goal::Plan { cost_bound: ffd_cost, gpu_floor: floor };
@@ -550,7 +565,8 @@ fn solve(
         p.extend(rounding::round_all(problem, lp));
         p
     });
-    let inputs = strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), large, preferred, valid };
+    let bound = if problem.unit_price.is_some() { cost_bounding } else { bounding }.map(|r| r.cost);
+    let inputs = strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), bound, large, preferred, valid };
     let candidate = strategy::run(problem, &inputs, ffd, tracer)?;
     let candidate = strategy::without_mps(
         problem,

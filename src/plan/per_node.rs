@@ -40,9 +40,9 @@
 use std::collections::BTreeMap;
 
 use crate::plan::assign::{Assignment, NodeA, PoolA};
-use crate::plan::layouts::{self, Layout};
+use crate::plan::layouts::Layout;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult, NodeRows, Pins};
-use crate::plan::problem::{Kind, Opt, PoolCtx, Problem};
+use crate::plan::problem::{Kind, Opt, PoolCtx, Problem, spread_layouts};
 
 /// Nodes in all above which no split is written: the program grows with the nodes (each one
 /// carries its pool's layout, sharing-class and spread variables).
@@ -123,35 +123,6 @@ pub(crate) fn one_node_pool<'a>(p: &PoolCtx<'a>, name: String) -> PoolCtx<'a> {
     one.max_nodes = 1;
     one.min_nodes = 0;
     one
-}
-
-/// The candidate layouts of pool `pi` for rows exact on the `spread: gpu` rule: every valid
-/// layout to which no instance of a profile that no `spread: gpu` model uses here can be
-/// added. `None` when no such model may run on MIG in the pool.
-fn spread_layouts(problem: &Problem<'_>, pi: usize) -> Option<Vec<Layout>> {
-    let p = &problem.pools[pi];
-    let mut spread = vec![false; p.profiles.len()];
-    for m in problem.models.iter().filter(|m| m.spec.spread == crate::spec::Spread::Gpu) {
-        for o in m.options.iter().filter(|o| o.pool == pi) {
-            if let Kind::Mig(q) = o.kind
-                && let Some(s) = spread.get_mut(q)
-            {
-                *s = true;
-            }
-        }
-    }
-    if !spread.iter().any(|&s| s) {
-        return None;
-    }
-    let mut out = layouts::maximal_in(layouts::all(p.gpu, &p.profiles), |q| spread.get(q) == Some(&false));
-    // Layouts running today stay candidates (the pool is then kept whole).
-    for l in &p.layouts {
-        if !out.iter().any(|x| x.counts == l.counts) {
-            out.push(l.clone());
-        }
-    }
-    out.sort_by(|a, b| a.key.cmp(&b.key));
-    Some(out)
 }
 
 impl Split<'_> {

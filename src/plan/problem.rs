@@ -446,6 +446,63 @@ const SMALL_REPLICAS: u32 = 32;
 /// root heuristics while the cost was settled at the first good incumbent.
 const LARGE_ABOVE_COLUMNS: usize = 60;
 
+/// The candidate layouts of pool `pi` for rows exact on the `spread: gpu` rule: every valid
+/// layout to which no instance of a profile that no `spread: gpu` model uses here can be
+/// added (`crate::plan::per_node`'s module header says why the rows need them). `None` when
+/// no such model may run on MIG in the pool.
+pub(crate) fn spread_layouts(problem: &Problem<'_>, pi: usize) -> Option<Vec<Layout>> {
+    let p = &problem.pools[pi];
+    let mut spread = vec![false; p.profiles.len()];
+    for m in problem.models.iter().filter(|m| m.spec.spread == Spread::Gpu) {
+        for o in m.options.iter().filter(|o| o.pool == pi) {
+            if let Kind::Mig(q) = o.kind
+                && let Some(s) = spread.get_mut(q)
+            {
+                *s = true;
+            }
+        }
+    }
+    if !spread.iter().any(|&s| s) {
+        return None;
+    }
+    let mut out = layouts::maximal_in(layouts::all(p.gpu, &p.profiles), |q| spread.get(q) == Some(&false));
+    // Layouts running today stay candidates (the pool is then kept whole).
+    for l in &p.layouts {
+        if !out.iter().any(|x| x.counts == l.counts) {
+            out.push(l.clone());
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Some(out)
+}
+
+/// Whether a plan may trim a GPU of some pool to a layout whose `spread: gpu` rows the pool's
+/// candidates do not stand for: a layout of [`spread_layouts`] that is not a candidate. The
+/// pooled rows of `spread: gpu` on MIG and of several profiles (`milp::Program`) read the
+/// candidates' instances, so there they may cut a valid plan (issue 23: on a 32-GPU stress fleet
+/// an A30 GPU trimmed to `2g.12gb + 1g.6gb` holds a `spread: gpu` replica on its one `1g.6gb`,
+/// while the only candidate holding it has two), and a program with them proves nothing.
+pub(crate) fn trims_matter(problem: &Problem<'_>) -> bool {
+    (0..problem.pools.len()).any(|pi| {
+        spread_layouts(problem, pi).is_some_and(|wide| {
+            let p = &problem.pools[pi];
+            wide.iter().any(|l| !p.layouts.iter().any(|x| x.counts == l.counts))
+        })
+    })
+}
+
+/// `problem` with [`spread_layouts`] as the candidates of each pool where a `spread: gpu` model
+/// may run on MIG: the pooled rows then hold for every plan (see [`trims_matter`]).
+pub(crate) fn widened<'a>(problem: &Problem<'a>) -> Problem<'a> {
+    let mut wide = problem.clone();
+    for pi in 0..wide.pools.len() {
+        if let Some(l) = spread_layouts(problem, pi) {
+            wide.pools[pi].layouts = l;
+        }
+    }
+    wide
+}
+
 /// Whether the program for this problem is *large* (see [`LARGE_ABOVE_COLUMNS`]): counted
 /// with the columns of light options only, as the program was before heavy time-slices (which
 /// large programs leave out).

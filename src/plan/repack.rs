@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use crate::plan::assign::{self, Assignment, COST_EPSILON};
 use crate::plan::bounds;
 use crate::plan::milp;
-use crate::plan::per_node::{self, Split};
+use crate::plan::per_node;
 use crate::plan::problem::{Kind, Need, Opt, Problem};
 
 /// Programs [`repacked`] solves at most (a count, not a clock).
@@ -130,12 +130,7 @@ fn neighbourhood<'a>(problem: &Problem<'a>, a: &Assignment, nodes: &[(usize, usi
             m
         })
         .collect();
-    let sub = Problem { pools, models, ..problem.clone() };
-    Some(
-        Split { origin: (0..nodes.len()).collect(), twins: Vec::new(), spread_layouts: false, problem: sub }
-            .with_spread_layouts()
-            .problem,
-    )
+    Some(crate::plan::problem::widened(&Problem { pools, models, ..problem.clone() }))
 }
 
 /// `a` with `nodes` replaced by the optimum of their problem `sub` laid out, when that costs

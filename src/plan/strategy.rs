@@ -248,6 +248,10 @@ pub(crate) struct Inputs<'r> {
     pub guide: Option<&'r MilpResult>,
     /// The LP relaxation minimising GPUs.
     pub relaxed: Option<&'r MilpResult>,
+    /// The relaxation's cost that bounds every plan (weights): the guide's, or where the pooled
+    /// rows may cut a plan that trims a GPU, that of the problem widened to every layout a plan
+    /// may trim to (`problem::widened`).
+    pub bound: Option<f64>,
     /// Whether the program is large ([`problem::is_large`]).
     pub large: bool,
     /// The guide's replica choices rounded, on large programs.
@@ -514,9 +518,9 @@ fn within_planners_target(problem: &Problem<'_>, inputs: &Inputs<'_>, c: &Candid
 }
 
 /// The planner's bound on the cost of `c`'s problem: the solver's proven optimum or dual
-/// bound, else the relaxation's cost (weights).
+/// bound, else the relaxation's cost (weights; [`Inputs::bound`]).
 fn planners_bound(inputs: &Inputs<'_>, c: &Candidate) -> f64 {
-    c.proven.into_iter().chain(inputs.guide.map(|lp| lp.cost)).fold(0.0, f64::max)
+    c.proven.into_iter().chain(inputs.bound).fold(0.0, f64::max)
 }
 
 /// The counts `r` of the program per node laid out on the split problem and mapped back: the

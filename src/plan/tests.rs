@@ -663,6 +663,7 @@ fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans
         goal: crate::plan::milp::Goal::Bound,
         guide: None,
         relaxed: None,
+        bound: None,
         large: false,
         preferred: None,
         valid: &valid,
@@ -760,7 +761,8 @@ fn a_large_program_explores_nodes_in_proportion_to_its_columns() {
 
 /// Issue 23: a priced program's cost proven by HiGHS's dual bound (a stop inside the relative
 /// gap, less than one price step below the plan) is the cost a zero-gap solve finds, and the
-/// floor the dual bound gives is never above it, on priced stress fleets of 32 to 64 GPUs.
+/// floor the dual bound gives is never above it, on priced stress fleets of 32 to 64 GPUs
+/// (widened to every layout a plan may trim to, `problem::widened`, where their programs prove).
 #[cfg(feature = "highs")]
 #[test]
 fn a_cost_the_dual_bound_proves_is_the_zero_gap_optimum() {
@@ -777,7 +779,8 @@ fn a_cost_the_dual_bound_proves_is_the_zero_gap_optimum() {
     ] {
         let shape = Shape { gpus, priced: true, compute, fill: 0.4, time_sliced };
         let (spec, catalog) = fleet(shape, seed);
-        let problem = crate::plan::problem::build(&spec, &catalog);
+        // Widened, so that the program's rows hold for every plan and it proves something.
+        let problem = crate::plan::problem::widened(&crate::plan::problem::build(&spec, &catalog));
         let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
         let (r, exact) = match (solve(&problem, goal, &Pins::new()), solve_exact(&problem, goal)) {
             (Ok(r), Ok(exact)) => (r, exact),
@@ -814,7 +817,7 @@ fn a_floor_at_a_node_limit_is_never_above_the_optimum() {
     {
         let shape = Shape { gpus, priced, compute, fill: 0.4, time_sliced: false };
         let (spec, catalog) = fleet(shape, seed);
-        let problem = crate::plan::problem::build(&spec, &catalog);
+        let problem = crate::plan::problem::widened(&crate::plan::problem::build(&spec, &catalog));
         let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
         let Ok(exact) = solve_exact(&problem, goal) else { continue };
         if !exact.optimal {
@@ -1118,6 +1121,7 @@ fn the_program_per_node_replaces_a_plan_outside_the_target_with_one_that_verifie
         goal: Goal::Plan { cost_bound: None, gpu_floor: None },
         guide: Some(&relaxed),
         relaxed: Some(&relaxed),
+        bound: Some(relaxed.cost),
         large: false,
         preferred: None,
         valid: &valid,
@@ -1368,4 +1372,42 @@ fn repacking_pairs_of_nodes_finds_a_cheaper_plan_where_emptying_stops() {
     assert!(repacked.gpus_used() < 6, "{} GPUs", repacked.gpus_used());
     assert_eq!(replicas_per_model(&repacked), replicas_per_model(&emptied));
     assert_eq!(built_and_verified(&spec, &catalog, &problem, &repacked), Ok(()));
+}
+
+/// Issue 23: the pooled `spread: gpu` rows on MIG read the candidate layouts' instances, and a
+/// plan may trim a GPU to fewer (a 32-GPU stress fleet: A30 GPUs trimmed to `2g.12gb + 1g.6gb`,
+/// a `spread: gpu` replica on the one `1g.6gb`, where the only candidate holding that layout has
+/// two). With HiGHS the pooled program then "proved" $56.20/h while the kicks found a verified
+/// plan of $55.30/h. Such a program is a restriction: it proves nothing, and the plan's replicas
+/// meet the same program on the problem widened to every layout a plan may trim to.
+#[test]
+fn a_plan_that_trims_a_gpu_is_not_cut_by_the_bounds() {
+    use crate::bench::stress::{Shape, fleet};
+    use crate::plan::milp::{Goal, Pins, solve};
+    use crate::plan::problem::{build, trims_matter, widened};
+    let shape = Shape { gpus: 32, priced: true, compute: true, fill: 0.7, time_sliced: false };
+    let (spec, catalog) = fleet(shape, 1);
+    let problem = build(&spec, &catalog);
+    assert!(trims_matter(&problem), "the fleet's A30 layouts trim below their candidates");
+    assert!(!trims_matter(&widened(&problem)));
+    let valid = crate::plan::bounds::valid_bound(&problem);
+    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
+    let solved =
+        super::solve(&problem, &valid, None, &mut tracer).unwrap_or_else(|_| panic!("the fleet plans"));
+    let a = &solved.candidate.assignment;
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, a), Ok(()));
+    let cost = a.cost(&problem);
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    let pooled = solve(&problem, goal, &Pins::new()).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        pooled.proven().is_none_or(|p| p <= cost + 1e-6),
+        "{:?} proven above a plan of {cost}",
+        pooled.proven()
+    );
+    let on_wide =
+        solve(&widened(&problem), goal, &a.replicas).unwrap_or_else(|e| panic!("the plan's replicas: {e:?}"));
+    assert!(on_wide.cost <= cost + 1e-6, "{} above the plan's {cost}", on_wide.cost);
+    let bound = solved.cost_bound.unwrap_or(f64::INFINITY);
+    let unit = problem.unit_price.unwrap_or(1.0);
+    assert!(bound <= cost * unit + 1e-6, "the cost bound ${bound} above the plan's ${}", cost * unit);
 }
