@@ -493,22 +493,13 @@ pub(crate) fn solve_repack(problem: &Problem<'_>, cost_bound: f64) -> Result<Mil
     Ok(r)
 }
 
-/// A program's settings, to solve it again on the problem [`problem::widened`] to every layout a
-/// plan may trim a GPU to ([`Program::run_and_read`]).
+/// What [`Program::run_and_read`] needs to solve the full pooled program again on the problem
+/// [`problem::widened`] to every layout a plan may trim a GPU to.
 struct Recipe<'p, 'a> {
     problem: &'p Problem<'a>,
     goal: Goal,
     work: u32,
-    nodes: Option<u64>,
     profile_rows: bool,
-    twins: Vec<(usize, usize)>,
-    configs: bool,
-    trimmed: bool,
-    budget: bool,
-    start: Pins,
-    held: BTreeSet<usize>,
-    spread_rows: bool,
-    imposed: (Pins, Caps),
 }
 
 impl Recipe<'_, '_> {
@@ -516,20 +507,9 @@ impl Recipe<'_, '_> {
     /// exist (its rows there hold for every plan).
     fn widened_infeasible(self) -> bool {
         let wide = problem::widened(self.problem);
-        let mut prog = Program::new(&wide, self.goal);
-        prog.work = self.work;
-        prog.nodes = self.nodes;
-        prog.profile_rows = self.profile_rows;
-        prog.twins = self.twins;
-        prog.configs = self.configs;
-        prog.trimmed = self.trimmed;
-        prog.budget = self.budget;
-        prog.start = self.start;
-        prog.held = self.held;
-        prog.spread_rows = self.spread_rows;
-        let (pins, caps) = self.imposed;
-        prog.build(&pins, &caps);
-        matches!(prog.solve_and_read(), Err(MilpError::Infeasible))
+        let solved =
+            solve_with_work(&wide, self.goal, &Pins::new(), &Caps::new(), self.work, self.profile_rows);
+        matches!(solved, Err(MilpError::Infeasible))
     }
 }
 
@@ -593,8 +573,8 @@ struct Program<'p, 'a> {
     start: Pins,
     /// Pools that hold the replicas `start` gives them ([`Program::hold`]; empty: none).
     held: BTreeSet<usize>,
-    /// The pins and caps [`Program::build`] imposed, kept for [`Program::widened_infeasible`].
-    imposed: (Pins, Caps),
+    /// Whether [`Program::build`] imposed pins or caps (a restriction whatever its rows).
+    imposed: bool,
     /// Whether the `spread: gpu` rows on MIG are written ([`Program::mig_spread_gpu_rows`]):
     /// with HiGHS, or on small problems, or in the bounds' relaxations of programs that are
     /// not large (no branch and bound to slow down; without them the pure-Rust bound was 9
@@ -663,7 +643,7 @@ impl<'p, 'a> Program<'p, 'a> {
             budget: false,
             start: Pins::new(),
             held: BTreeSet::new(),
-            imposed: (Pins::new(), Caps::new()),
+            imposed: false,
             spread_rows: cfg!(feature = "highs")
                 || problem.small
                 || matches!(goal, Goal::Extend { .. })
@@ -692,7 +672,7 @@ impl<'p, 'a> Program<'p, 'a> {
 
     /// Every variable, row and objective level of the program, `pins` and `caps` imposed.
     fn build(&mut self, pins: &Pins, caps: &Caps) {
-        self.imposed = (pins.clone(), caps.clone());
+        self.imposed = !pins.is_empty() || !caps.is_empty();
         self.replica_vars();
         self.pool_vars();
         self.pin(pins);
@@ -1452,34 +1432,29 @@ impl<'p, 'a> Program<'p, 'a> {
     }
 
     /// Solves and reads the counts back; where [`Program::cuts_trimmed_plans`], a plan's
-    /// result is a restriction, and its infeasibility stands only where the widened program's
-    /// does.
+    /// result is a restriction, and the full pooled program's infeasibility stands only where
+    /// the widened program's does.
     fn run_and_read(self) -> Result<MilpResult, MilpError> {
         let cuts = matches!(self.goal, Goal::Plan { .. }) && self.cuts_trimmed_plans();
         if !cuts {
             return self.solve_and_read();
         }
-        let recipe = Recipe {
+        // Only the full pooled program's infeasibility says that no plan exists (the cascade
+        // then explains it); a pinned, capped, held or per-node program's only that it found
+        // nothing, as before.
+        let full = !self.imposed && !self.budget && self.held.is_empty() && self.twins.is_empty();
+        let recipe = full.then_some(Recipe {
             problem: self.problem,
             goal: self.goal,
             work: self.work,
-            nodes: self.nodes,
             profile_rows: self.profile_rows,
-            twins: self.twins.clone(),
-            configs: self.configs,
-            trimmed: self.trimmed,
-            budget: self.budget,
-            start: self.start.clone(),
-            held: self.held.clone(),
-            spread_rows: self.spread_rows,
-            imposed: self.imposed.clone(),
-        };
+        });
         match self.solve_and_read() {
             Ok(mut r) => {
                 r.restrict();
                 Ok(r)
             }
-            Err(MilpError::Infeasible) if !recipe.widened_infeasible() => Err(MilpError::Solver(
+            Err(MilpError::Infeasible) if recipe.is_some_and(|r| !r.widened_infeasible()) => Err(MilpError::Solver(
                 "the program's spread rows on its candidate layouts cut every plan, and a plan that trims a GPU may still exist".to_owned(),
             )),
             Err(e) => Err(e),
