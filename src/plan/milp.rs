@@ -100,6 +100,11 @@ pub(crate) struct MilpResult {
     /// solver's dual bound (HiGHS's, or microlp's best bound; `None` where the goal is not a
     /// plan).
     pub floor: Option<f64>,
+    /// Whether the program wrote rows that a plan trimming a GPU may break
+    /// ([`Program::cuts_trimmed_plans`]): its optimum and floor then steer the cascade as
+    /// before, but bound only the plans of its candidates, not every plan
+    /// ([`MilpResult::sound_proven`]).
+    pub cuts_trims: bool,
 }
 
 impl MilpResult {
@@ -115,6 +120,12 @@ impl MilpResult {
     /// not [`MilpResult::restrict`]ed.
     pub(crate) fn proven(&self) -> Option<f64> {
         if self.optimal { Some(self.cost) } else { self.floor }
+    }
+
+    /// [`MilpResult::proven`] where it bounds every plan, a plan that trims a GPU included:
+    /// `None` where the program's rows may cut such a plan ([`MilpResult::cuts_trims`]).
+    pub(crate) fn sound_proven(&self) -> Option<f64> {
+        if self.cuts_trims { None } else { self.proven() }
     }
 }
 
@@ -1426,14 +1437,15 @@ impl<'p, 'a> Program<'p, 'a> {
 
     /// Whether the program writes rows on its candidates' instances (the pooled `spread: gpu`
     /// rows on MIG, those of several profiles) that a plan trimming a GPU may break
-    /// ([`problem::trims_matter`]): then it is a restriction, which proves nothing.
+    /// ([`problem::trims_matter`]): then it proves nothing about every plan.
     fn cuts_trimmed_plans(&self) -> bool {
         ((self.spread_rows && !self.trimmed) || self.profile_rows) && problem::trims_matter(self.problem)
     }
 
     /// Solves and reads the counts back; where [`Program::cuts_trimmed_plans`], a plan's
-    /// result is a restriction, and the full pooled program's infeasibility stands only where
-    /// the widened program's does.
+    /// result says so ([`MilpResult::cuts_trims`]: its proofs steer the cascade but bound
+    /// nothing), and the full pooled program's infeasibility stands only where the widened
+    /// program's does.
     fn run_and_read(self) -> Result<MilpResult, MilpError> {
         let cuts = matches!(self.goal, Goal::Plan { .. }) && self.cuts_trimmed_plans();
         if !cuts {
@@ -1451,7 +1463,7 @@ impl<'p, 'a> Program<'p, 'a> {
         });
         match self.solve_and_read() {
             Ok(mut r) => {
-                r.restrict();
+                r.cuts_trims = true;
                 Ok(r)
             }
             Err(MilpError::Infeasible) if recipe.is_some_and(|r| !r.widened_infeasible()) => Err(MilpError::Solver(

@@ -454,7 +454,8 @@ pub fn plan_traced(
     let plain = plain_spec.as_ref().map(|s| problem::build(s, catalog));
     let solved = solve(&problem, &valid, plain.as_ref(), &mut tracer)?;
     let Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound } = solved;
-    let strategy::Candidate { assignment, method, proved: solver_proved, searched, proven } = candidate;
+    let solver_proved = candidate.sound_proved();
+    let strategy::Candidate { assignment, method, searched, sound: proven, .. } = candidate;
     let (lower_bound, cost_bound) = proven_bounds(&problem, &assignment, proven, lower_bound, cost_bound);
     // The first-fit figure: the greedy pass, or its backtracking version when that made the plan.
     let ffd_gpus =

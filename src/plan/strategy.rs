@@ -51,11 +51,22 @@ pub(crate) struct Candidate {
     /// solver's lower bound on it (HiGHS's dual bound: [`MilpResult::proven`]), whether or not
     /// this plan reaches it: no plan of the planner's model does better.
     pub proven: Option<f64>,
+    /// [`Candidate::proven`] from programs whose rows hold for every plan, a plan that trims a
+    /// GPU included ([`MilpResult::sound_proven`]): the bound the plan reports. `proven` also
+    /// steers the cascade.
+    pub sound: Option<f64>,
 }
 
 impl Candidate {
     fn new(assignment: Assignment, method: Method) -> Self {
-        Candidate { assignment, method, proved: false, searched: false, proven: None }
+        Candidate { assignment, method, proved: false, searched: false, proven: None, sound: None }
+    }
+
+    /// Whether the plan is proven optimal for every plan of the planner's model: `proved`, by
+    /// a program whose rows hold for plans that trim a GPU too (the method's own flag).
+    pub(crate) fn sound_proved(&self) -> bool {
+        self.proved
+            && matches!(self.method, Method::Milp { proved: true, .. } | Method::PerNode { proved: true, .. })
     }
 }
 
@@ -329,6 +340,7 @@ pub(crate) fn without_mps(
         proved: false,
         searched: p.searched,
         proven: c.proven,
+        sound: c.sound,
     }
 }
 
@@ -492,10 +504,12 @@ impl NodeSolve<'_, '_> {
                 .map(|r| format!("cost {:.3}, optimal {}, floor {:?}", r.cost, r.optimal, r.floor))
         );
         let Ok(r) = solved else { return c };
-        c.proven = match (c.proven, r.proven()) {
+        let most = |x: Option<f64>, y: Option<f64>| match (x, y) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
+        c.proven = most(c.proven, r.proven());
+        c.sound = most(c.sound, r.sound_proven());
         keep_split_counts(problem, split, &r, c, tracer)
     }
 }
@@ -546,8 +560,12 @@ fn keep_split_counts(
     match laid.filter(|a| cheaper(problem, a, &c.assignment)) {
         Some(a) => {
             let proved = a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6;
-            let method = Method::PerNode { first: Box::new(c.method), proved, repaired: a.repaired };
-            Candidate { assignment: a, method, proved, searched: false, proven: c.proven }
+            let method = Method::PerNode {
+                first: Box::new(c.method),
+                proved: proved && !r.cuts_trims,
+                repaired: a.repaired,
+            };
+            Candidate { assignment: a, method, proved, searched: false, proven: c.proven, sound: c.sound }
         }
         None => c,
     }
@@ -723,8 +741,8 @@ fn optimise(
                 None if skipped_full => full_laid_out(problem, inputs, r, tracer),
                 d => (r, d),
             };
-            let proven = r.proven();
-            judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, ..c })
+            let (proven, sound) = (r.proven(), r.sound_proven());
+            judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, sound, ..c })
         }
         (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
@@ -794,7 +812,7 @@ fn judge(
         (Some(a), Some(f)) if cheaper(problem, &f, &a) => Ok(Candidate::new(f, Method::FfdBeatOptimiser)),
         (Some(a), _) => {
             let proved = a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6;
-            let method = Method::Milp { proved, repaired: a.repaired };
+            let method = Method::Milp { proved: proved && !r.cuts_trims, repaired: a.repaired };
             Ok(Candidate { proved, ..Candidate::new(a, method) })
         }
         (None, ffd) => {
