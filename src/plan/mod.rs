@@ -497,6 +497,33 @@ fn proven_bounds(
     }
 }
 
+/// Where the pooled rows may cut a plan that trims a GPU (`wide`: the problem widened to every
+/// layout a plan may trim to; not on large programs), the plan reports bounds from sound
+/// programs only ([`strategy::Candidate::sound`]). The pooled program on the widened problem is
+/// one: solved once after the cascade, where the plan is above the sound bound, its optimum or
+/// dual bound raises it (100-GPU six-type stress fleet "mixed", seed 0: 40 GPUs in 2.5 s, where
+/// the widened relaxation gives 38).
+fn widened_bound(
+    problem: &problem::Problem<'_>,
+    wide: Option<&problem::Problem<'_>>,
+    floor: Option<f64>,
+    mut c: strategy::Candidate,
+    tracer: &mut Tracer<'_>,
+) -> strategy::Candidate {
+    let Some(w) = wide else { return c };
+    let cost = c.assignment.cost(problem);
+    if c.sound.is_some_and(|b| b >= cost - 1e-9) {
+        return c;
+    }
+    let r = milp::solve(w, Goal::Plan { cost_bound: None, gpu_floor: floor }, &milp::Pins::new());
+    let bound = r.ok().and_then(|r| r.sound_proven());
+    tr!(tracer, "MILP on the widened problem, a bound for every plan: {bound:?}");
+    if let Some(b) = bound {
+        c.sound = Some(c.sound.map_or(b, |s| s.max(b)));
+    }
+    c
+}
+
 /// The cascade's plan for one problem, with the figures the plan reports about how it was made.
 struct Solved {
     candidate: strategy::Candidate,
@@ -569,6 +596,7 @@ fn solve(
     let bound = if problem.unit_price.is_some() { cost_bounding } else { bounding }.map(|r| r.cost);
     let inputs = strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), bound, large, preferred, valid };
     let candidate = strategy::run(problem, &inputs, ffd, tracer)?;
+    let candidate = widened_bound(problem, wide.as_ref().filter(|_| !large), floor, candidate, tracer);
     let candidate = strategy::without_mps(
         problem,
         &inputs,
