@@ -518,9 +518,7 @@ fn widened_bound(
     let r = milp::solve(w, Goal::Plan { cost_bound: None, gpu_floor: floor }, &milp::Pins::new());
     let bound = r.ok().and_then(|r| r.sound_proven());
     tr!(tracer, "MILP on the widened problem, a bound for every plan: {bound:?}");
-    if let Some(b) = bound {
-        c.sound = Some(c.sound.map_or(b, |s| s.max(b)));
-    }
+    c.sound = strategy::higher(c.sound, bound);
     c
 }
 

@@ -504,12 +504,8 @@ impl NodeSolve<'_, '_> {
                 .map(|r| format!("cost {:.3}, optimal {}, floor {:?}", r.cost, r.optimal, r.floor))
         );
         let Ok(r) = solved else { return c };
-        let most = |x: Option<f64>, y: Option<f64>| match (x, y) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        c.proven = most(c.proven, r.proven());
-        c.sound = most(c.sound, r.sound_proven());
+        c.proven = higher(c.proven, r.proven());
+        c.sound = higher(c.sound, r.sound_proven());
         keep_split_counts(problem, split, &r, c, tracer)
     }
 }
@@ -1260,4 +1256,12 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
         ));
     }
     Diagnostics::from_iter([d])
+}
+
+/// The higher of two lower bounds, either of which may be missing.
+pub(super) fn higher(x: Option<f64>, y: Option<f64>) -> Option<f64> {
+    match (x, y) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
