@@ -110,23 +110,7 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
         );
         return diags;
     }
-    // The integer program first; when it stops without a solution (microlp's node limit), its
-    // relaxation rounded up. Either way the addition is confirmed by planning with it (first
-    // fit, then its backtracking search), and grown until that succeeds.
-    let extras = milp::solve(problem, Goal::Extend { integer: true }, &milp::Pins::new())
-        .ok()
-        .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
-        .or_else(|| {
-            milp::solve(problem, Goal::Extend { integer: false }, &milp::Pins::new())
-                .ok()
-                .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
-        })
-        .map(|r| r.extra_nodes)
-        .map(|mut extra| {
-            let confirmed = confirm(problem, &mut extra);
-            (extra, confirmed)
-        });
-    match extras {
+    match addition(problem) {
         Some((extra_nodes, confirmed)) => {
             for (pi, &extra) in extra_nodes.iter().enumerate() {
                 if extra == 0 {
@@ -171,6 +155,47 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
         ),
     }
     diags
+}
+
+/// The smallest addition of nodes per pool the optimiser finds ([`Goal::Extend`]): the integer
+/// program first; when it stops without a solution (microlp's node limit), its relaxation
+/// rounded up. Either way the addition is confirmed by planning with it (first fit, then its
+/// backtracking search), and grown until that succeeds; the flag says whether it was.
+fn addition(problem: &Problem<'_>) -> Option<(Vec<u64>, bool)> {
+    milp::solve(problem, Goal::Extend { integer: true }, &milp::Pins::new())
+        .ok()
+        .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
+        .or_else(|| {
+            milp::solve(problem, Goal::Extend { integer: false }, &milp::Pins::new())
+                .ok()
+                .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
+        })
+        .map(|r| r.extra_nodes)
+        .map(|mut extra| {
+            let confirmed = confirm(problem, &mut extra);
+            (extra, confirmed)
+        })
+}
+
+/// Where the planner failed without knowing whether a plan exists (the solver stopped without
+/// one and no other strategy found one): the addition of nodes with which first fit plans, as
+/// a note, when [`addition`] confirms one. It names what the fleet would need, not that the
+/// nodes it has cannot hold a plan.
+pub(crate) fn addition_note(problem: &Problem<'_>) -> Option<String> {
+    let (extra, true) = addition(problem)? else { return None };
+    let parts: Vec<String> = extra
+        .iter()
+        .enumerate()
+        .filter(|&(_, &e)| e > 0)
+        .map(|(pi, &e)| {
+            let pool = &problem.pools[pi];
+            format!("{e} more node(s) in pool `{}` ({} × {} each)", pool.name(), pool.gpn(), pool.gpu.id)
+        })
+        .collect();
+    Some(format!(
+        "with {}, first fit finds a plan; whether the nodes there now can hold one is not known",
+        parts.join(" and ")
+    ))
 }
 
 /// Names shown in a note at most; the rest are counted.

@@ -1255,6 +1255,13 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
             mc.spec.isolation.word()
         ));
     }
+    // The solver stopped before it could tell whether a plan exists: what the fleet would need.
+    if !stuck.proven
+        && matches!(why, Why::SolverFailed(_))
+        && let Some(note) = crate::plan::infeasible::addition_note(problem)
+    {
+        d = d.with_note(note);
+    }
     Diagnostics::from_iter([d])
 }
 

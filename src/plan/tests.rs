@@ -1414,3 +1414,21 @@ fn a_plan_that_trims_a_gpu_is_not_cut_by_the_bounds() {
     let unit = problem.unit_price.unwrap_or(1.0);
     assert!(bound <= cost * unit + 1e-6, "the cost bound ${bound} above the plan's ${}", cost * unit);
 }
+
+/// Issue 23: where the planner fails without knowing whether a plan exists, its note names an
+/// addition with which first fit plans. Three replicas of a 60 GiB model on one node of two
+/// A100s: one more node.
+#[test]
+fn a_failure_names_the_nodes_with_which_a_plan_exists() {
+    let spec = one_a100_node(vec![crate::bench::model("big", 60 * 1024, 0.1, 3)]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert_eq!(
+        super::infeasible::addition_note(&problem).as_deref(),
+        Some(
+            "with 1 more node(s) in pool `a100` (2 × A100-SXM4-80GB each), first fit finds a plan; whether the nodes there now can hold one is not known"
+        )
+    );
+    let fits = one_a100_node(vec![crate::bench::model("big", 60 * 1024, 0.1, 2)]);
+    assert_eq!(super::infeasible::addition_note(&crate::plan::problem::build(&fits, &catalog)), None);
+}
