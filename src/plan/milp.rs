@@ -511,16 +511,23 @@ struct Recipe<'p, 'a> {
     goal: Goal,
     work: u32,
     profile_rows: bool,
+    spread_rows: bool,
 }
 
 impl Recipe<'_, '_> {
-    /// Whether the program is infeasible on the widened problem too: only then does no plan
-    /// exist (its rows there hold for every plan).
+    /// Whether the program, with the same rows, is infeasible on the widened problem too: only
+    /// then does no plan exist (its rows there hold for every plan).
     fn widened_infeasible(self) -> bool {
         let wide = problem::widened(self.problem);
-        let solved =
-            solve_with_work(&wide, self.goal, &Pins::new(), &Caps::new(), self.work, self.profile_rows);
-        matches!(solved, Err(MilpError::Infeasible))
+        let mut prog = Program::with_rows(&wide, self.goal, self.profile_rows);
+        prog.work = self.work;
+        // The pure-Rust build's last word ([`solve_every_row`]) writes the `spread: gpu` rows
+        // its other programs leave out; without them here it could not prove what they make
+        // infeasible (128-GPU stress fleet "mixed", seed 1: infeasible in 0.3 s with them, a
+        // solver stop without, and `planner-failed` where HiGHS says `capacity-exceeded`).
+        prog.spread_rows = self.spread_rows;
+        prog.build(&Pins::new(), &Caps::new());
+        matches!(prog.run_and_read(), Err(MilpError::Infeasible))
     }
 }
 
@@ -1460,6 +1467,7 @@ impl<'p, 'a> Program<'p, 'a> {
             goal: self.goal,
             work: self.work,
             profile_rows: self.profile_rows,
+            spread_rows: self.spread_rows,
         });
         match self.solve_and_read() {
             Ok(mut r) => {

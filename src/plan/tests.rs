@@ -1274,6 +1274,24 @@ fn the_program_with_every_row_proves_an_overfull_node_infeasible() {
     assert!(crate::plan::milp::solve_every_row(&crate::plan::problem::build(&two, &catalog)).is_ok());
 }
 
+/// The program with every row keeps its proof where a plan may trim a GPU below the candidate
+/// layouts: the 128-GPU stress fleet "mixed", seed 1 (fill 0.4), which HiGHS proves infeasible,
+/// is infeasible on the problem widened to every layout a plan may trim to only with the
+/// `spread: gpu` rows, and the pure-Rust build said `planner-failed` when the widened re-solve
+/// left them out.
+#[test]
+fn the_program_with_every_row_proves_a_trim_sensitive_fleet_infeasible() {
+    use crate::bench::stress::{Shape, fleet};
+    let shape = Shape { gpus: 128, priced: false, compute: false, fill: 0.4, time_sliced: false };
+    let (spec, catalog) = fleet(shape, 1);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(crate::plan::problem::trims_matter(&problem), "the fleet's layouts trim below their candidates");
+    assert!(matches!(
+        crate::plan::milp::solve_every_row(&problem),
+        Err(crate::plan::milp::MilpError::Infeasible)
+    ));
+}
+
 /// The bound's relaxation carries the `spread: gpu` rows on MIG in both builds (the pure-Rust
 /// build leaves them out of its integer programs on problems that are not small): on a 32-GPU
 /// six-type stress fleet, which is not small, the relaxation's optimum is 16.5 GPUs, HiGHS's
