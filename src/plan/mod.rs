@@ -552,10 +552,7 @@ fn solve(
     // relaxation of the problem itself still guides the lay-outs.
     let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
     let relaxed_wide = wide.as_ref().map(|w| milp::solve(w, Goal::Bound, &no_pins).ok());
-    let bounding = match &relaxed_wide {
-        Some(r) => r.as_ref(),
-        None => relaxed.as_ref(),
-    };
+    let bounding = relaxed_wide.as_ref().map_or(relaxed.as_ref(), Option::as_ref);
     let lp = bounding.map_or(0, |r| (r.objective - 1e-6).ceil().max(0.0) as u32);
     let lower_bound = lp.max(infeasible::size_bound(problem));
     tr!(
@@ -573,10 +570,7 @@ fn solve(
     };
     let cost_relaxed = cost_of(problem);
     let cost_wide = wide.as_ref().map(cost_of);
-    let cost_bounding = match &cost_wide {
-        Some(r) => r.as_ref(),
-        None => cost_relaxed.as_ref(),
-    };
+    let cost_bounding = cost_wide.as_ref().map_or(cost_relaxed.as_ref(), Option::as_ref);
     if let Some(r) = cost_bounding {
         tr!(tracer, "LP cost bound: {:.3} (relative weights)", r.cost);
     }

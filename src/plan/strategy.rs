@@ -555,7 +555,7 @@ fn keep_split_counts(
     );
     match laid.filter(|a| cheaper(problem, a, &c.assignment)) {
         Some(a) => {
-            let proved = a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6;
+            let proved = reaches_optimum(problem, &a, r);
             let method = Method::PerNode {
                 first: Box::new(c.method),
                 proved: proved && !r.cuts_trims,
@@ -807,7 +807,7 @@ fn judge(
     match (decomposed, ffd) {
         (Some(a), Some(f)) if cheaper(problem, &f, &a) => Ok(Candidate::new(f, Method::FfdBeatOptimiser)),
         (Some(a), _) => {
-            let proved = a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6;
+            let proved = reaches_optimum(problem, &a, r);
             let method = Method::Milp { proved: proved && !r.cuts_trims, repaired: a.repaired };
             Ok(Candidate { proved, ..Candidate::new(a, method) })
         }
@@ -1263,6 +1263,13 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
         d = d.with_note(note);
     }
     Diagnostics::from_iter([d])
+}
+
+/// Whether `a`, a lay-out of the counts `r`, is their proven optimum: `r` solved to optimality,
+/// no replica re-placed, the same cost. (Its method also says whether that proof holds for
+/// every plan: not where `r`'s rows may cut a plan that trims a GPU, [`MilpResult::cuts_trims`].)
+fn reaches_optimum(problem: &Problem<'_>, a: &Assignment, r: &MilpResult) -> bool {
+    a.repaired == 0 && r.optimal && (a.cost(problem) - r.cost).abs() <= 1e-6
 }
 
 /// The higher of two lower bounds, either of which may be missing.
