@@ -5,9 +5,9 @@
 //! model's or pool's span when the spec has one. Also the simple size lower bound.
 
 use crate::diagnostics::{Code, Diagnostic, Diagnostics, codes};
-use crate::plan::assign;
-use crate::plan::milp::{self, Goal, MilpError};
-use crate::plan::problem::{Need, Problem, Reason};
+use crate::plan::milp::{self, Goal, MilpError, MilpResult};
+use crate::plan::problem::{self, Need, Problem, Reason};
+use crate::plan::{assign, strategy};
 use crate::spec::Spread;
 
 fn at_model(d: Diagnostic, problem: &Problem<'_>, mi: usize) -> Diagnostic {
@@ -159,22 +159,46 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
 
 /// The smallest addition of nodes per pool the optimiser finds ([`Goal::Extend`]): the integer
 /// program first; when it stops without a solution (microlp's node limit), its relaxation
-/// rounded up. Either way the addition is confirmed by planning with it (first fit, then its
-/// backtracking search), and grown until that succeeds; the flag says whether it was.
+/// rounded up. Either way the addition is confirmed by planning with it ([`confirm`]), and
+/// grown until that succeeds; the flag says whether it was.
+///
+/// Where the pooled rows on the candidate layouts may cut a plan that trims a GPU
+/// ([`problem::trims_matter`]), the program on the problem widened to every layout a plan may
+/// trim to comes first: its rows hold for every plan, so its addition is never more than one a
+/// plan needs, and it is named when planning with it confirms it at once (on the candidates'
+/// program the addition can be more than needed: a 32-GPU priced stress fleet, seed 0, 11 nodes
+/// of pool `a30` there, 7 on the widened problem). Otherwise the candidates' addition.
 fn addition(problem: &Problem<'_>) -> Option<(Vec<u64>, bool)> {
-    milp::solve(problem, Goal::Extend { integer: true }, &milp::Pins::new())
-        .ok()
-        .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
-        .or_else(|| {
-            milp::solve(problem, Goal::Extend { integer: false }, &milp::Pins::new())
-                .ok()
-                .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
-        })
-        .map(|r| r.extra_nodes)
-        .map(|mut extra| {
-            let confirmed = confirm(problem, &mut extra);
-            (extra, confirmed)
-        })
+    if CONFIRMING.with(std::cell::Cell::get) {
+        return None;
+    }
+    let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
+    if let Some(w) = &wide
+        && let Some((mut extra, solved)) = smallest_extension(w)
+        && confirm(problem, Some(w), solved.as_ref().map(|r| (w, r)), &mut extra, 1)
+    {
+        return Some((extra, true));
+    }
+    smallest_extension(problem).map(|(mut extra, solved)| {
+        let confirmed =
+            confirm(problem, wide.as_ref(), solved.as_ref().map(|r| (problem, r)), &mut extra, CONFIRM_TRIES);
+        (extra, confirmed)
+    })
+}
+
+/// The extra nodes per pool of [`Goal::Extend`] on `problem`, when it adds any: the integer
+/// program's (with its result, whose counts are a plan's with the addition), else its
+/// relaxation's rounded up.
+fn smallest_extension(problem: &Problem<'_>) -> Option<(Vec<u64>, Option<MilpResult>)> {
+    let extend = |integer| {
+        milp::solve(problem, Goal::Extend { integer }, &milp::Pins::new())
+            .ok()
+            .filter(|r| r.extra_nodes.iter().any(|&e| e > 0))
+    };
+    match extend(true) {
+        Some(r) => Some((r.extra_nodes.clone(), Some(r))),
+        None => extend(false).map(|r| (r.extra_nodes, None)),
+    }
 }
 
 /// Where the planner failed without knowing whether a plan exists (the solver stopped without
@@ -193,7 +217,7 @@ pub(crate) fn addition_note(problem: &Problem<'_>) -> Option<String> {
         })
         .collect();
     Some(format!(
-        "with {}, first fit finds a plan; whether the nodes there now can hold one is not known",
+        "with {}, gpuplan finds a plan; whether the nodes there now can hold one is not known",
         parts.join(" and ")
     ))
 }
@@ -212,20 +236,82 @@ pub(crate) fn summarise(names: &[String]) -> String {
 /// Tries of [`confirm`] before the addition is reported as "at least".
 const CONFIRM_TRIES: usize = 6;
 
-/// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with them
-/// (first fit, then its backtracking search); grows every pool with an addition by half (at
-/// least one node) until it does. Returns whether it was confirmed.
-fn confirm(problem: &Problem<'_>, extra: &mut [u64]) -> bool {
-    for _ in 0..CONFIRM_TRIES {
-        let mut grown = problem.clone();
-        for (pool, &e) in grown.pools.iter_mut().zip(extra.iter()) {
-            pool.max_nodes = pool.max_nodes.saturating_add(u32::try_from(e).unwrap_or(u32::MAX));
+/// Tries of [`confirm`] that also plan the grown problem as the planner does ([`planned`]):
+/// first fit alone confirmed additions several times the smallest (six-type priced stress
+/// fleets: at 16 GPUs, seed 5, 13 more L4 nodes where the planner plans with 2; at 8 GPUs,
+/// seed 2, 3 A100 and 4 L4 nodes more where one node of each of two pools suffices).
+const PROGRAM_TRIES: usize = 1;
+
+/// GPUs of a grown problem up to which [`planned`] runs the planner's whole cascade; above, the
+/// optimiser's counts laid out only ([`strategy::counts_lay_out`]), as the cascade there takes
+/// minutes.
+const CASCADE_MAX_GPUS: u64 = 64;
+
+thread_local! {
+    /// Set while [`planned`] runs the cascade: an infeasible grown problem then names no
+    /// addition of its own ([`addition`]), which would run the cascade again on a larger one.
+    static CONFIRMING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the planner finds a plan of `problem` (a grown one): its whole cascade on problems
+/// of at most [`CASCADE_MAX_GPUS`] GPUs that are not large, else the optimiser's counts laid
+/// out. Deterministic, as the cascade is.
+fn planned(problem: &Problem<'_>) -> bool {
+    let gpus: u64 = problem.pools.iter().map(|p| p.capacity_gpus()).sum();
+    if gpus > CASCADE_MAX_GPUS || problem::is_large(problem) {
+        return strategy::counts_lay_out(problem);
+    }
+    CONFIRMING.with(|c| c.set(true));
+    let valid = crate::plan::bounds::valid_bound(problem);
+    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
+    let ok = crate::plan::solve(problem, &valid, None, &mut tracer).is_ok();
+    CONFIRMING.with(|c| c.set(false));
+    ok
+}
+
+/// `problem` with `extra` more nodes per pool.
+fn grown<'a>(problem: &Problem<'a>, extra: &[u64]) -> Problem<'a> {
+    let mut grown = problem.clone();
+    for (pool, &e) in grown.pools.iter_mut().zip(extra) {
+        pool.max_nodes = pool.max_nodes.saturating_add(u32::try_from(e).unwrap_or(u32::MAX));
+    }
+    grown
+}
+
+/// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with them:
+/// the optimiser's counts for that addition laid out (`solved`: the problem they were solved
+/// on and the result; first fit repairs what finds no room), then first fit and its
+/// backtracking search on `problem` and on `wide`, the problem widened to every layout a plan
+/// may trim to (a plan there is a plan of `problem`, its GPUs trimmed). Up to `tries` times,
+/// every pool with an addition grown by half (at least one node) after each failure, the
+/// counts tried only with the addition they were solved for. Returns whether it was confirmed.
+fn confirm(
+    problem: &Problem<'_>,
+    wide: Option<&Problem<'_>>,
+    solved: Option<(&Problem<'_>, &MilpResult)>,
+    extra: &mut [u64],
+    tries: usize,
+) -> bool {
+    if let Some((on, r)) = solved
+        && assign::decompose(&grown(on, extra), &r.counts, &r.replicas, true).is_some()
+    {
+        return true;
+    }
+    for attempt in 0..tries {
+        if attempt > 0 {
+            for e in extra.iter_mut().filter(|e| **e > 0) {
+                *e += (*e / 2).max(1);
+            }
         }
-        if assign::ffd(&grown).is_some() || assign::ffd_search(&grown).is_ok() {
+        let plans = |p: &Problem<'_>| {
+            let g = grown(p, extra);
+            assign::ffd(&g).is_some() || assign::ffd_search(&g).is_ok()
+        };
+        if plans(problem) || wide.is_some_and(plans) {
             return true;
         }
-        for e in extra.iter_mut().filter(|e| **e > 0) {
-            *e += (*e / 2).max(1);
+        if attempt < PROGRAM_TRIES && planned(&grown(problem, extra)) {
+            return true;
         }
     }
     false

@@ -896,6 +896,14 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
     keep_cheaper(problem, guarded, assign::decompose_unguarded(problem, &r.counts, &r.replicas))
 }
 
+/// Whether the optimiser's program on `problem` has counts that lay out on its nodes
+/// ([`lay_out`], first fit repairing what finds no room): a plan of `problem` exists. What
+/// confirms an addition of nodes ([`crate::plan::infeasible`]) where first fit alone does not.
+pub(crate) fn counts_lay_out(problem: &Problem<'_>) -> bool {
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    milp::solve(problem, goal, &Pins::new()).is_ok_and(|r| lay_out(problem, &r).is_some())
+}
+
 /// The optimiser's result `r` (and a `second` one of the same program) laid out: directly, then
 /// with one profile per `spread: gpu` model when that lost, then capped re-solves (with the
 /// rows of [`milp::solve_with_profile_rows`] when `profile_rows`) when replicas were re-placed

@@ -1444,9 +1444,34 @@ fn a_failure_names_the_nodes_with_which_a_plan_exists() {
     assert_eq!(
         super::infeasible::addition_note(&problem).as_deref(),
         Some(
-            "with 1 more node(s) in pool `a100` (2 × A100-SXM4-80GB each), first fit finds a plan; whether the nodes there now can hold one is not known"
+            "with 1 more node(s) in pool `a100` (2 × A100-SXM4-80GB each), gpuplan finds a plan; whether the nodes there now can hold one is not known"
         )
     );
     let fits = one_a100_node(vec![crate::bench::model("big", 60 * 1024, 0.1, 2)]);
     assert_eq!(super::infeasible::addition_note(&crate::plan::problem::build(&fits, &catalog)), None);
+}
+
+/// Issue 23: the addition of nodes a `capacity-exceeded` names is confirmed by planning with it
+/// as the planner does, not by first fit alone, and on a fleet whose plans may trim a GPU it is
+/// solved on the problem widened to every layout a plan may trim to first. An 8-GPU six-type
+/// priced stress fleet (seed 2, fill 1.0): first fit needed 3 more A100 nodes and 4 more L4
+/// nodes; one A100 node and one A30 node suffice. HiGHS only: the pure-Rust cascade does not
+/// plan the fleet grown by those two nodes, and names first fit's addition as before.
+#[cfg(feature = "highs")]
+#[test]
+fn the_addition_named_is_one_the_planner_plans_with() {
+    use crate::bench::stress::{Shape, fleet_of_every_type};
+    let shape = Shape { gpus: 8, priced: true, compute: false, fill: 1.0, time_sliced: false };
+    let (spec, catalog) = fleet_of_every_type(shape, 2);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(crate::plan::problem::trims_matter(&problem));
+    let diags = super::infeasible::explain(&problem, &crate::plan::milp::MilpError::Infeasible);
+    let helps: Vec<&str> = diags.0.iter().filter_map(|d| d.help.as_deref()).collect();
+    assert_eq!(
+        helps,
+        [
+            "add 1 × A100-SXM4-80GB node(s) (8 GPU(s) each) to pool `a100-sxm4-80gb`",
+            "add 1 × A30 node(s) (4 GPU(s) each) to pool `a30`"
+        ]
+    );
 }
