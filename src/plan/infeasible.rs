@@ -5,9 +5,9 @@
 //! model's or pool's span when the spec has one. Also the simple size lower bound.
 
 use crate::diagnostics::{Code, Diagnostic, Diagnostics, codes};
+use crate::plan::assign;
 use crate::plan::milp::{self, Goal, MilpError, MilpResult};
 use crate::plan::problem::{self, Need, Problem, Reason};
-use crate::plan::{assign, strategy};
 use crate::spec::Spread;
 
 fn at_model(d: Diagnostic, problem: &Problem<'_>, mi: usize) -> Diagnostic {
@@ -101,7 +101,7 @@ fn unservable_because(binding: Option<Reason>) -> (Code, &'static str, &'static 
 
 /// Explains an infeasible optimisation: re-solves with node counts relaxed and names the
 /// smallest addition per pool.
-pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
+pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'_>) -> Diagnostics {
     let mut diags = Diagnostics::new();
     if let MilpError::Solver(e) = err {
         diags.push(
@@ -110,7 +110,7 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
         );
         return diags;
     }
-    match addition(problem) {
+    match addition(problem, planner) {
         Some((extra_nodes, confirmed)) => {
             for (pi, &extra) in extra_nodes.iter().enumerate() {
                 if extra == 0 {
@@ -167,21 +167,26 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError) -> Diagnostics {
 /// trim to comes first: its rows hold for every plan, so its addition is never more than one a
 /// plan needs, and it is named when planning with it confirms it at once (on the candidates'
 /// program the addition can be more than needed: a 32-GPU priced stress fleet, seed 0, 11 nodes
-/// of pool `a30` there, 7 on the widened problem). Otherwise the candidates' addition.
-fn addition(problem: &Problem<'_>) -> Option<(Vec<u64>, bool)> {
-    if CONFIRMING.with(std::cell::Cell::get) {
-        return None;
-    }
+/// of pool `a30` there, 7 on the widened problem). Otherwise the candidates' addition. None
+/// without a [`Planner`] (the planning of a grown fleet, which only asks whether it plans).
+fn addition(problem: &Problem<'_>, planner: Planner<'_>) -> Option<(Vec<u64>, bool)> {
+    planner?;
     let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
     if let Some(w) = &wide
         && let Some((mut extra, solved)) = smallest_extension(w)
-        && confirm(problem, Some(w), solved.as_ref().map(|r| (w, r)), &mut extra, 1)
+        && confirm(problem, Some(w), solved.as_ref().map(|r| (w, r)), &mut extra, 1, planner)
     {
         return Some((extra, true));
     }
     smallest_extension(problem).map(|(mut extra, solved)| {
-        let confirmed =
-            confirm(problem, wide.as_ref(), solved.as_ref().map(|r| (problem, r)), &mut extra, CONFIRM_TRIES);
+        let confirmed = confirm(
+            problem,
+            wide.as_ref(),
+            solved.as_ref().map(|r| (problem, r)),
+            &mut extra,
+            CONFIRM_TRIES,
+            planner,
+        );
         (extra, confirmed)
     })
 }
@@ -205,8 +210,8 @@ fn smallest_extension(problem: &Problem<'_>) -> Option<(Vec<u64>, Option<MilpRes
 /// one and no other strategy found one): the addition of nodes with which first fit plans, as
 /// a note, when [`addition`] confirms one. It names what the fleet would need, not that the
 /// nodes it has cannot hold a plan.
-pub(crate) fn addition_note(problem: &Problem<'_>) -> Option<String> {
-    let (extra, true) = addition(problem)? else { return None };
+pub(crate) fn addition_note(problem: &Problem<'_>, planner: Planner<'_>) -> Option<String> {
+    let (extra, true) = addition(problem, planner)? else { return None };
     let parts: Vec<String> = extra
         .iter()
         .enumerate()
@@ -236,38 +241,17 @@ pub(crate) fn summarise(names: &[String]) -> String {
 /// Tries of [`confirm`] before the addition is reported as "at least".
 const CONFIRM_TRIES: usize = 6;
 
-/// Tries of [`confirm`] that also plan the grown problem as the planner does ([`planned`]):
+/// What says whether the planner plans a problem (a fleet grown by an addition of nodes):
+/// `plan::plans_grown`, passed down by the planner so that this module does not call the
+/// cascade that calls it; `None` in the planning of a grown fleet itself, which names no
+/// addition of its own.
+pub(crate) type Planner<'f> = Option<&'f dyn Fn(&Problem<'_>) -> bool>;
+
+/// Tries of [`confirm`] that also plan the grown problem as the planner does ([`Planner`]):
 /// first fit alone confirmed additions several times the smallest (six-type priced stress
 /// fleets: at 16 GPUs, seed 5, 13 more L4 nodes where the planner plans with 2; at 8 GPUs,
 /// seed 2, 3 A100 and 4 L4 nodes more where one node of each of two pools suffices).
 const PROGRAM_TRIES: usize = 1;
-
-/// GPUs of a grown problem up to which [`planned`] runs the planner's whole cascade; above, the
-/// optimiser's counts laid out only ([`strategy::counts_lay_out`]), as the cascade there takes
-/// minutes.
-const CASCADE_MAX_GPUS: u64 = 64;
-
-thread_local! {
-    /// Set while [`planned`] runs the cascade: an infeasible grown problem then names no
-    /// addition of its own ([`addition`]), which would run the cascade again on a larger one.
-    static CONFIRMING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the planner finds a plan of `problem` (a grown one): its whole cascade on problems
-/// of at most [`CASCADE_MAX_GPUS`] GPUs that are not large, else the optimiser's counts laid
-/// out. Deterministic, as the cascade is.
-fn planned(problem: &Problem<'_>) -> bool {
-    let gpus: u64 = problem.pools.iter().map(|p| p.capacity_gpus()).sum();
-    if gpus > CASCADE_MAX_GPUS || problem::is_large(problem) {
-        return strategy::counts_lay_out(problem);
-    }
-    CONFIRMING.with(|c| c.set(true));
-    let valid = crate::plan::bounds::valid_bound(problem);
-    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
-    let ok = crate::plan::solve(problem, &valid, None, &mut tracer).is_ok();
-    CONFIRMING.with(|c| c.set(false));
-    ok
-}
 
 /// `problem` with `extra` more nodes per pool.
 fn grown<'a>(problem: &Problem<'a>, extra: &[u64]) -> Problem<'a> {
@@ -291,6 +275,7 @@ fn confirm(
     solved: Option<(&Problem<'_>, &MilpResult)>,
     extra: &mut [u64],
     tries: usize,
+    planner: Planner<'_>,
 ) -> bool {
     if let Some((on, r)) = solved
         && assign::decompose(&grown(on, extra), &r.counts, &r.replicas, true).is_some()
@@ -310,7 +295,7 @@ fn confirm(
         if plans(problem) || wide.is_some_and(plans) {
             return true;
         }
-        if attempt < PROGRAM_TRIES && planned(&grown(problem, extra)) {
+        if attempt < PROGRAM_TRIES && planner.is_some_and(|plans| plans(&grown(problem, extra))) {
             return true;
         }
     }

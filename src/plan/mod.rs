@@ -452,7 +452,7 @@ pub fn plan_traced(
     // MPS is not proven ([`strategy::without_mps`]): a plan never costs more for allowing MPS.
     let plain_spec = strategy::spec_without_mps(spec);
     let plain = plain_spec.as_ref().map(|s| problem::build(s, catalog));
-    let solved = solve(&problem, &valid, plain.as_ref(), &mut tracer)?;
+    let solved = solve(&problem, &valid, plain.as_ref(), Some(&plans_grown), &mut tracer)?;
     let Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound } = solved;
     let solver_proved = candidate.sound_proved();
     let strategy::Candidate { assignment, method, searched, sound: proven, .. } = candidate;
@@ -522,6 +522,25 @@ fn widened_bound(
     c
 }
 
+/// GPUs of a grown fleet up to which [`plans_grown`] runs the whole cascade; above, where the
+/// cascade takes minutes, the optimiser's counts laid out only.
+const GROWN_CASCADE_MAX_GPUS: u64 = 64;
+
+/// Whether the planner plans `problem`, a fleet grown by an addition of nodes that a failure
+/// would name ([`infeasible::Planner`]): the whole cascade, naming no addition of its own, on
+/// grown fleets of at most [`GROWN_CASCADE_MAX_GPUS`] GPUs that are not large programs; else
+/// the optimiser's counts laid out ([`strategy::counts_lay_out`]). Deterministic, as the
+/// cascade is.
+fn plans_grown(problem: &problem::Problem<'_>) -> bool {
+    let gpus: u64 = problem.pools.iter().map(problem::PoolCtx::capacity_gpus).sum();
+    if gpus > GROWN_CASCADE_MAX_GPUS || problem::is_large(problem) {
+        return strategy::counts_lay_out(problem);
+    }
+    let valid = bounds::valid_bound(problem);
+    let mut tracer = Tracer { out: None, t0: std::time::Instant::now() };
+    solve(problem, &valid, None, None, &mut tracer).is_ok()
+}
+
 /// The cascade's plan for one problem, with the figures the plan reports about how it was made.
 struct Solved {
     candidate: strategy::Candidate,
@@ -539,6 +558,7 @@ fn solve(
     problem: &problem::Problem<'_>,
     valid: &bounds::LowerBound,
     plain: Option<&problem::Problem<'_>>,
+    planner: infeasible::Planner<'_>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Solved, Diagnostics> {
     let ffd = assign::ffd(problem);
@@ -586,14 +606,15 @@ fn solve(
         p
     });
     let bound = if problem.unit_price.is_some() { cost_bounding } else { bounding }.map(|r| r.cost);
-    let inputs = strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), bound, large, preferred, valid };
+    let inputs =
+        strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), bound, large, preferred, valid, planner };
     let candidate = strategy::run(problem, &inputs, ffd, tracer)?;
     let candidate = widened_bound(problem, wide.as_ref().filter(|_| !large), floor, candidate, tracer);
     let candidate = strategy::without_mps(
         problem,
         &inputs,
         candidate,
-        |t| plain.and_then(|p| solve(p, valid, None, t).ok()).map(|s| s.candidate),
+        |t| plain.and_then(|p| solve(p, valid, None, planner, t).ok()).map(|s| s.candidate),
         tracer,
     );
     Ok(Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound })

@@ -269,6 +269,9 @@ pub(crate) struct Inputs<'r> {
     pub preferred: Option<Pins>,
     /// The bound valid for every plan.
     pub valid: &'r LowerBound,
+    /// Whether the planner plans a fleet grown by an addition of nodes, which confirms the
+    /// addition a failure names ([`crate::plan::infeasible::Planner`]).
+    pub planner: crate::plan::infeasible::Planner<'r>,
 }
 
 /// The cascade: the plan, how it was found, whether the solver proved it.
@@ -742,7 +745,7 @@ fn optimise(
         }
         (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
-        (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err)),
+        (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err, inputs.planner)),
     }
 }
 
@@ -898,7 +901,8 @@ fn lay_out(problem: &Problem<'_>, r: &MilpResult) -> Option<Assignment> {
 
 /// Whether the optimiser's program on `problem` has counts that lay out on its nodes
 /// ([`lay_out`], first fit repairing what finds no room): a plan of `problem` exists. What
-/// confirms an addition of nodes ([`crate::plan::infeasible`]) where first fit alone does not.
+/// confirms an addition of nodes on fleets too large for the whole cascade
+/// (`plan::plans_grown`).
 pub(crate) fn counts_lay_out(problem: &Problem<'_>) -> bool {
     let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
     milp::solve(problem, goal, &Pins::new()).is_ok_and(|r| lay_out(problem, &r).is_some())
@@ -1142,14 +1146,14 @@ fn rescue(
                 searched: true,
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
-            Err(stuck) => match every_row(problem, tracer) {
+            Err(stuck) => match every_row(problem, inputs.planner, tracer) {
                 Some(Ok(a)) => {
                     let by = Step::EveryRow;
                     tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), a.gpus_used(), a.cost(problem));
                     Ok(Candidate::new(a, Method::Fallback { why, by }))
                 }
                 Some(Err(d)) => Err(d),
-                None => Err(failure(problem, &why, &stuck, !inputs.large)),
+                None => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
             },
         },
     }
@@ -1159,7 +1163,11 @@ fn rescue(
 /// and with them ([`milp::solve_every_row`]) the program may prove that no plan exists (the
 /// diagnostic then says why) or find counts that lay out. `None` when it does neither, and
 /// always with HiGHS, whose programs have those rows.
-fn every_row(problem: &Problem<'_>, tracer: &mut Tracer<'_>) -> Option<Result<Assignment, Diagnostics>> {
+fn every_row(
+    problem: &Problem<'_>,
+    planner: crate::plan::infeasible::Planner<'_>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Result<Assignment, Diagnostics>> {
     if cfg!(feature = "highs") {
         return None;
     }
@@ -1167,7 +1175,7 @@ fn every_row(problem: &Problem<'_>, tracer: &mut Tracer<'_>) -> Option<Result<As
     tr!(tracer, "MILP with every row: {:?}", every.as_ref().map(|r| r.cost));
     match every {
         Err(MilpError::Infeasible) => {
-            Some(Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible)))
+            Some(Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible, planner)))
         }
         Ok(r) => lay_out(problem, &r).map(Ok),
         Err(_) => None,
@@ -1228,7 +1236,13 @@ fn harder_solve(
 /// was exhaustive, else `planner-failed` with what failed (the solver's stop or the lay-out),
 /// the steps tried (`harder`: whether the solve with more work was among them), and the model
 /// whose replica the search could not place.
-fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool) -> Diagnostics {
+fn failure(
+    problem: &Problem<'_>,
+    why: &Why,
+    stuck: &assign::Stuck,
+    harder: bool,
+    planner: crate::plan::infeasible::Planner<'_>,
+) -> Diagnostics {
     let mut d = if stuck.proven {
         // The optimiser's conditions are necessary only; the search tried everything.
         Diagnostic::error(
@@ -1266,7 +1280,7 @@ fn failure(problem: &Problem<'_>, why: &Why, stuck: &assign::Stuck, harder: bool
     // The solver stopped before it could tell whether a plan exists: what the fleet would need.
     if !stuck.proven
         && matches!(why, Why::SolverFailed(_))
-        && let Some(note) = crate::plan::infeasible::addition_note(problem)
+        && let Some(note) = crate::plan::infeasible::addition_note(problem, planner)
     {
         d = d.with_note(note);
     }

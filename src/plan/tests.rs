@@ -667,6 +667,7 @@ fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans
         large: false,
         preferred: None,
         valid: &valid,
+        planner: None,
     };
     let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
     let candidate = |a: &assign::Assignment, proved| Candidate {
@@ -1126,6 +1127,7 @@ fn the_program_per_node_replaces_a_plan_outside_the_target_with_one_that_verifie
         large: false,
         preferred: None,
         valid: &valid,
+        planner: None,
     };
     let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
     let candidate = |a: &assign::Assignment| Candidate {
@@ -1412,8 +1414,8 @@ fn a_plan_that_trims_a_gpu_is_not_cut_by_the_bounds() {
     assert!(!trims_matter(&widened(&problem)));
     let valid = crate::plan::bounds::valid_bound(&problem);
     let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
-    let solved =
-        super::solve(&problem, &valid, None, &mut tracer).unwrap_or_else(|_| panic!("the fleet plans"));
+    let solved = super::solve(&problem, &valid, None, Some(&super::plans_grown), &mut tracer)
+        .unwrap_or_else(|_| panic!("the fleet plans"));
     let a = &solved.candidate.assignment;
     assert_eq!(built_and_verified(&spec, &catalog, &problem, a), Ok(()));
     let cost = a.cost(&problem);
@@ -1442,13 +1444,19 @@ fn a_failure_names_the_nodes_with_which_a_plan_exists() {
     let catalog = Catalog::builtin();
     let problem = crate::plan::problem::build(&spec, &catalog);
     assert_eq!(
-        super::infeasible::addition_note(&problem).as_deref(),
+        super::infeasible::addition_note(&problem, Some(&super::plans_grown)).as_deref(),
         Some(
             "with 1 more node(s) in pool `a100` (2 × A100-SXM4-80GB each), gpuplan finds a plan; whether the nodes there now can hold one is not known"
         )
     );
     let fits = one_a100_node(vec![crate::bench::model("big", 60 * 1024, 0.1, 2)]);
-    assert_eq!(super::infeasible::addition_note(&crate::plan::problem::build(&fits, &catalog)), None);
+    assert_eq!(
+        super::infeasible::addition_note(
+            &crate::plan::problem::build(&fits, &catalog),
+            Some(&super::plans_grown)
+        ),
+        None
+    );
 }
 
 /// Issue 23: the addition of nodes a `capacity-exceeded` names is confirmed by planning with it
@@ -1465,7 +1473,11 @@ fn the_addition_named_is_one_the_planner_plans_with() {
     let (spec, catalog) = fleet_of_every_type(shape, 2);
     let problem = crate::plan::problem::build(&spec, &catalog);
     assert!(crate::plan::problem::trims_matter(&problem));
-    let diags = super::infeasible::explain(&problem, &crate::plan::milp::MilpError::Infeasible);
+    let diags = super::infeasible::explain(
+        &problem,
+        &crate::plan::milp::MilpError::Infeasible,
+        Some(&super::plans_grown),
+    );
     let helps: Vec<&str> = diags.0.iter().filter_map(|d| d.help.as_deref()).collect();
     assert_eq!(
         helps,
