@@ -166,9 +166,10 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
 /// ([`problem::trims_matter`]), the program on the problem widened to every layout a plan may
 /// trim to comes first: its rows hold for every plan, so its addition is never more than one a
 /// plan needs, and it is named when planning with it confirms it at once (on the candidates'
-/// program the addition can be more than needed: a 32-GPU priced stress fleet, seed 0, 11 nodes
-/// of pool `a30` there, 7 on the widened problem). Otherwise the candidates' addition. None
-/// without a [`Planner`] (the planning of a grown fleet, which only asks whether it plans).
+/// program the addition can be more than needed: an 8-GPU six-type priced stress fleet, seed
+/// 2, one A100 and two L4 nodes there, one A100 and one A30 node on the widened problem, with
+/// which the planner plans). Otherwise the candidates' addition. None without a [`Planner`]
+/// (the planning of a grown fleet, which only asks whether it plans).
 fn addition(problem: &Problem<'_>, planner: Planner<'_>) -> Option<(Vec<u64>, bool)> {
     planner?;
     let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
@@ -207,7 +208,7 @@ fn smallest_extension(problem: &Problem<'_>) -> Option<(Vec<u64>, Option<MilpRes
 }
 
 /// Where the planner failed without knowing whether a plan exists (the solver stopped without
-/// one and no other strategy found one): the addition of nodes with which first fit plans, as
+/// one and no other strategy found one): the addition of nodes with which gpuplan plans, as
 /// a note, when [`addition`] confirms one. It names what the fleet would need, not that the
 /// nodes it has cannot hold a plan.
 pub(crate) fn addition_note(problem: &Problem<'_>, planner: Planner<'_>) -> Option<String> {
