@@ -173,22 +173,22 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
 fn addition(problem: &Problem<'_>, planner: Planner<'_>) -> Option<(Vec<u64>, bool)> {
     planner?;
     let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
+    // Additions that first fit and the planner did not plan with: not planned twice when the
+    // two programs name the same one (about half the trim-sensitive stress fleets).
+    let mut refuted = Vec::new();
+    let mut confirmed = |on: &Problem<'_>, solved: Option<MilpResult>, extra: &mut Vec<u64>, tries| {
+        let solved = solved.as_ref().map(|r| (on, r));
+        confirm(problem, wide.as_ref(), solved, extra, tries, planner, &mut refuted)
+    };
     if let Some(w) = &wide
         && let Some((mut extra, solved)) = smallest_extension(w)
-        && confirm(problem, Some(w), solved.as_ref().map(|r| (w, r)), &mut extra, 1, planner)
+        && confirmed(w, solved, &mut extra, 1)
     {
         return Some((extra, true));
     }
     smallest_extension(problem).map(|(mut extra, solved)| {
-        let confirmed = confirm(
-            problem,
-            wide.as_ref(),
-            solved.as_ref().map(|r| (problem, r)),
-            &mut extra,
-            CONFIRM_TRIES,
-            planner,
-        );
-        (extra, confirmed)
+        let ok = confirmed(problem, solved, &mut extra, CONFIRM_TRIES);
+        (extra, ok)
     })
 }
 
@@ -269,14 +269,16 @@ fn grown<'a>(problem: &Problem<'a>, extra: &[u64]) -> Problem<'a> {
 /// backtracking search on `problem` and on `wide`, the problem widened to every layout a plan
 /// may trim to (a plan there is a plan of `problem`, its GPUs trimmed). Up to `tries` times,
 /// every pool with an addition grown by half (at least one node) after each failure, the
-/// counts tried only with the addition they were solved for. Returns whether it was confirmed.
+/// counts tried only with the addition they were solved for. An addition in `refuted` is not
+/// planned again; one that does not plan joins it. Returns whether it was confirmed.
 fn confirm(
     problem: &Problem<'_>,
     wide: Option<&Problem<'_>>,
     solved: Option<(&Problem<'_>, &MilpResult)>,
-    extra: &mut [u64],
+    extra: &mut Vec<u64>,
     tries: usize,
     planner: Planner<'_>,
+    refuted: &mut Vec<Vec<u64>>,
 ) -> bool {
     if let Some((on, r)) = solved
         && assign::decompose(&grown(on, extra), &r.counts, &r.replicas, true).is_some()
@@ -289,6 +291,9 @@ fn confirm(
                 *e += (*e / 2).max(1);
             }
         }
+        if refuted.contains(extra) {
+            continue;
+        }
         let plans = |p: &Problem<'_>| {
             let g = grown(p, extra);
             assign::ffd(&g).is_some() || assign::ffd_search(&g).is_ok()
@@ -299,6 +304,7 @@ fn confirm(
         if attempt < PROGRAM_TRIES && planner.is_some_and(|plans| plans(&grown(problem, extra))) {
             return true;
         }
+        refuted.push(extra.clone());
     }
     false
 }
