@@ -157,40 +157,65 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
     diags
 }
 
-/// The smallest addition of nodes per pool the optimiser finds ([`Goal::Extend`]): the integer
-/// program first; when it stops without a solution (microlp's node limit), its relaxation
-/// rounded up. Either way the addition is confirmed by planning with it ([`confirm`]), and
-/// grown until that succeeds; the flag says whether it was.
+/// The smallest addition of nodes per pool the optimiser finds ([`Goal::Extend`]) with which
+/// gpuplan plans, and whether planning confirmed it ([`Trials::confirm`]).
+///
+/// The additions come smallest first: the integer program names one, planning with it is
+/// tried, and where that fails the program runs again with every addition tried so far
+/// excluded ([`milp::solve_extend`]: the next names more nodes than each of them in some pool),
+/// up to [`SMALLEST_TRIES`] times (once on large programs). Growing a refuted addition by half
+/// instead named additions several times what a plan needs (six-type stress fleets of 8 GPUs:
+/// 73 L4 nodes where 10 plan; docs/benchmarks.md). Where none of those plans, the candidates'
+/// program's addition grows by half, first fit confirming; the flag is then false when even
+/// that did not plan ("at least").
 ///
 /// Where the pooled rows on the candidate layouts may cut a plan that trims a GPU
-/// ([`problem::trims_matter`]), the program on the problem widened to every layout a plan may
-/// trim to comes first: its rows hold for every plan, so its addition is never more than one a
-/// plan needs, and it is named when planning with it confirms it at once (on the candidates'
-/// program the addition can be more than needed: an 8-GPU six-type priced stress fleet, seed
-/// 2, one A100 and two L4 nodes there, one A100 and one A30 node on the widened problem, with
-/// which the planner plans). Otherwise the candidates' addition. None without a [`Planner`]
-/// (the planning of a grown fleet, which only asks whether it plans).
+/// ([`problem::trims_matter`]), the programs run on the problem widened to every layout a plan
+/// may trim to: their rows hold for every plan, so their additions are never more than one a
+/// plan needs (on the candidates' program the addition can be more than needed: an 8-GPU
+/// six-type priced stress fleet, seed 2, one A100 and two L4 nodes there, one A100 and one A30
+/// node on the widened problem, with which the planner plans). None without a [`Planner`]
+/// (the planning of a grown fleet, which only asks whether it plans), or where the program adds
+/// nothing and gpuplan plans the fleet as it is.
 fn addition(problem: &Problem<'_>, planner: Planner<'_>) -> Option<(Vec<u64>, bool)> {
     planner?;
     let wide = problem::trims_matter(problem).then(|| problem::widened(problem));
-    // Additions that first fit and the planner did not plan with: not planned twice when the
-    // two programs name the same one (about half the trim-sensitive stress fleets).
-    let mut refuted = Vec::new();
-    let mut confirmed = |on: &Problem<'_>, solved: Option<MilpResult>, extra: &mut Vec<u64>, tries| {
-        let solved = solved.as_ref().map(|r| (on, r));
-        confirm(problem, wide.as_ref(), solved, extra, tries, planner, &mut refuted)
-    };
-    if let Some(w) = &wide
-        && let Some((mut extra, solved)) = smallest_extension(w)
-        && confirmed(w, solved, &mut extra, 1)
-    {
-        return Some((extra, true));
+    let on = wide.as_ref().unwrap_or(problem);
+    let mut trials = Trials { problem, wide: wide.as_ref(), planner, refuted: Vec::new() };
+    let tries = if problem::is_large(problem) { 1 } else { SMALLEST_TRIES };
+    // The candidates' first program, kept for the growth below (not solved twice).
+    let mut first = None;
+    for _ in 0..tries {
+        let Ok(r) = milp::solve_extend(on, &trials.refuted) else { break };
+        let mut extra = r.extra_nodes.clone();
+        if wide.is_none() && trials.refuted.is_empty() {
+            first = Some(r.clone());
+        }
+        if extra.iter().all(|&e| e == 0) {
+            // The program fits the fleet as it is: where gpuplan plans it so, nothing is to be
+            // added; else the next program asks for a node more somewhere.
+            if trials.confirm(Some((on, &r)), &mut extra, 1) {
+                return None;
+            }
+            continue;
+        }
+        if trials.confirm(Some((on, &r)), &mut extra, 1) {
+            return Some((extra, true));
+        }
     }
-    smallest_extension(problem).map(|(mut extra, solved)| {
-        let ok = confirmed(problem, solved, &mut extra, CONFIRM_TRIES);
+    let start = match first {
+        Some(r) if r.extra_nodes.iter().any(|&e| e > 0) => Some((r.extra_nodes.clone(), Some(r))),
+        _ => smallest_extension(problem),
+    };
+    start.map(|(mut extra, solved)| {
+        let solved = solved.as_ref().map(|r| (problem, r));
+        let ok = trials.confirm(solved, &mut extra, CONFIRM_TRIES);
         (extra, ok)
     })
 }
+
+/// Additions [`addition`] tries smallest first, each program excluding those before it.
+const SMALLEST_TRIES: usize = 4;
 
 /// The extra nodes per pool of [`Goal::Extend`] on `problem`, when it adds any: the integer
 /// program's (with its result, whose counts are a plan's with the addition), else its
@@ -239,7 +264,7 @@ pub(crate) fn summarise(names: &[String]) -> String {
     format!("{} and {} more", names[..NAMES_SHOWN].join(", "), names.len() - NAMES_SHOWN)
 }
 
-/// Tries of [`confirm`] before the addition is reported as "at least".
+/// Tries of [`Trials::confirm`] before the addition is reported as "at least".
 const CONFIRM_TRIES: usize = 6;
 
 /// What says whether the planner plans a problem (a fleet grown by an addition of nodes):
@@ -248,7 +273,7 @@ const CONFIRM_TRIES: usize = 6;
 /// addition of its own.
 pub(crate) type Planner<'f> = Option<&'f dyn Fn(&Problem<'_>) -> bool>;
 
-/// Tries of [`confirm`] that also plan the grown problem as the planner does ([`Planner`]):
+/// Tries of [`Trials::confirm`] that also plan the grown problem as the planner does ([`Planner`]):
 /// first fit alone confirmed additions several times the smallest (six-type priced stress
 /// fleets: at 16 GPUs, seed 5, 13 more L4 nodes where the planner plans with 2; at 8 GPUs,
 /// seed 2, 3 A100 and 4 L4 nodes more where one node of each of two pools suffices).
@@ -263,50 +288,64 @@ fn grown<'a>(problem: &Problem<'a>, extra: &[u64]) -> Problem<'a> {
     grown
 }
 
-/// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with them:
-/// the optimiser's counts for that addition laid out (`solved`: the problem they were solved
-/// on and the result; first fit repairs what finds no room), then first fit and its
-/// backtracking search on `problem` and on `wide`, the problem widened to every layout a plan
-/// may trim to (a plan there is a plan of `problem`, its GPUs trimmed). Up to `tries` times,
-/// every pool with an addition grown by half (at least one node) after each failure, the
-/// counts tried only with the addition they were solved for. An addition in `refuted` is not
-/// planned again; one that does not plan joins it. Returns whether it was confirmed.
-fn confirm(
-    problem: &Problem<'_>,
-    wide: Option<&Problem<'_>>,
-    solved: Option<(&Problem<'_>, &MilpResult)>,
-    extra: &mut Vec<u64>,
-    tries: usize,
-    planner: Planner<'_>,
-    refuted: &mut Vec<Vec<u64>>,
-) -> bool {
-    if let Some((on, r)) = solved
-        && assign::decompose(&grown(on, extra), &r.counts, &r.replicas, true).is_some()
-    {
-        return true;
-    }
-    for attempt in 0..tries {
-        if attempt > 0 {
-            for e in extra.iter_mut().filter(|e| **e > 0) {
-                *e += (*e / 2).max(1);
+/// Planning with additions of nodes ([`addition`]): the fleet, the fleet widened to every
+/// layout a plan may trim to (where that matters), the [`Planner`], and the additions tried
+/// that nothing planned with.
+struct Trials<'t, 'a> {
+    problem: &'t Problem<'a>,
+    /// `problem` widened ([`problem::widened`]): a plan there is a plan of `problem`, its GPUs
+    /// trimmed.
+    wide: Option<&'t Problem<'a>>,
+    planner: Planner<'t>,
+    /// Additions that first fit and the planner did not plan with: not planned again, and
+    /// excluded from the next program ([`milp::solve_extend`]).
+    refuted: Vec<Vec<u64>>,
+}
+
+impl Trials<'_, '_> {
+    /// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with
+    /// them: the optimiser's counts for that addition laid out (`solved`: the problem they were
+    /// solved on and the result; first fit repairs what finds no room), then first fit and its
+    /// backtracking search on the problem and on the widened one, and on the first
+    /// [`PROGRAM_TRIES`] the planner. Up to `tries` times, every pool with an addition grown by
+    /// half (at least one node) after each failure, the counts tried only with the addition
+    /// they were solved for. An addition already refuted is not planned again; one that does
+    /// not plan joins them.
+    fn confirm(
+        &mut self,
+        solved: Option<(&Problem<'_>, &MilpResult)>,
+        extra: &mut Vec<u64>,
+        tries: usize,
+    ) -> bool {
+        if let Some((on, r)) = solved
+            && assign::decompose(&grown(on, extra), &r.counts, &r.replicas, true).is_some()
+        {
+            return true;
+        }
+        for attempt in 0..tries {
+            if attempt > 0 {
+                for e in extra.iter_mut().filter(|e| **e > 0) {
+                    *e += (*e / 2).max(1);
+                }
             }
+            if self.refuted.contains(extra) {
+                continue;
+            }
+            let plans = |p: &Problem<'_>| {
+                let g = grown(p, extra);
+                assign::ffd(&g).is_some() || assign::ffd_search(&g).is_ok()
+            };
+            if plans(self.problem) || self.wide.is_some_and(plans) {
+                return true;
+            }
+            if attempt < PROGRAM_TRIES && self.planner.is_some_and(|plans| plans(&grown(self.problem, extra)))
+            {
+                return true;
+            }
+            self.refuted.push(extra.clone());
         }
-        if refuted.contains(extra) {
-            continue;
-        }
-        let plans = |p: &Problem<'_>| {
-            let g = grown(p, extra);
-            assign::ffd(&g).is_some() || assign::ffd_search(&g).is_ok()
-        };
-        if plans(problem) || wide.is_some_and(plans) {
-            return true;
-        }
-        if attempt < PROGRAM_TRIES && planner.is_some_and(|plans| plans(&grown(problem, extra))) {
-            return true;
-        }
-        refuted.push(extra.clone());
+        false
     }
-    false
 }
 
 /// A lower bound on GPUs from sizes alone: every replica needs at least its smallest option's

@@ -468,17 +468,33 @@ fn solve_with_work(
     prog.run_and_read()
 }
 
-/// The program with every row the solver may write — the `spread: gpu` rows on MIG included,
-/// which the pure-Rust build leaves out of the programs it solves on problems that are not
-/// small ([`Program::mig_spread_gpu_rows`]). For the cascade's last word in the pure-Rust
-/// build, where a failure would otherwise blame the planner: proven infeasible, no plan exists
-/// (the rows are necessary for every plan; issue 23: 128-GPU stress fleets HiGHS proves
-/// infeasible ended in `planner-failed`); solved, its counts respect the rows the plain
-/// program's counts broke, and may lay out where those did not. A solve that stops without
-/// an answer proves nothing.
+/// The program with every row the solver may write — the `spread: gpu` rows on MIG, which the
+/// pure-Rust build leaves out of the programs it solves on problems that are not small
+/// ([`Program::mig_spread_gpu_rows`]), and those of several profiles
+/// ([`Program::mixed_profile_rows`]), which the plain program lacks in either build. For the
+/// cascade's last word, where a failure would otherwise blame the planner: proven infeasible,
+/// no plan exists (the rows are necessary for every plan, and where they may cut a plan that
+/// trims a GPU the widened program must be infeasible too; issue 23: 128-GPU stress fleets
+/// HiGHS proves infeasible ended in `planner-failed` in the pure-Rust build, and a 16-GPU
+/// six-type fleet whose `spread: gpu` model has more replicas than the fleet has GPUs it can
+/// share in the HiGHS build); solved, its counts respect the rows the plain program's counts
+/// broke, and may lay out where those did not. A solve that stops without an answer proves
+/// nothing.
 pub(crate) fn solve_every_row(problem: &Problem<'_>) -> Result<MilpResult, MilpError> {
     let mut prog = Program::new(problem, Goal::Plan { cost_bound: None, gpu_floor: None });
     prog.spread_rows = true;
+    prog.profile_rows = true;
+    prog.every_row = true;
+    prog.build(&Pins::new(), &Caps::new());
+    prog.run_and_read()
+}
+
+/// The smallest addition of nodes per pool ([`Goal::Extend`], integer) that is not within any
+/// of `excluded` (additions already tried that gpuplan did not plan with), or `Err` when none is
+/// (the program is then infeasible: every addition it could name is within one of them).
+pub(crate) fn solve_extend(problem: &Problem<'_>, excluded: &[Vec<u64>]) -> Result<MilpResult, MilpError> {
+    let mut prog = Program::new(problem, Goal::Extend { integer: true });
+    prog.excluded = excluded.to_vec();
     prog.build(&Pins::new(), &Caps::new());
     prog.run_and_read()
 }
@@ -512,6 +528,7 @@ struct Recipe<'p, 'a> {
     work: u32,
     profile_rows: bool,
     spread_rows: bool,
+    every_row: bool,
 }
 
 impl Recipe<'_, '_> {
@@ -526,6 +543,7 @@ impl Recipe<'_, '_> {
         // infeasible (128-GPU stress fleet "mixed", seed 1: infeasible in 0.3 s with them, a
         // solver stop without, and `planner-failed` where HiGHS says `capacity-exceeded`).
         prog.spread_rows = self.spread_rows;
+        prog.every_row = self.every_row;
         prog.build(&Pins::new(), &Caps::new());
         matches!(prog.run_and_read(), Err(MilpError::Infeasible))
     }
@@ -591,6 +609,9 @@ struct Program<'p, 'a> {
     start: Pins,
     /// Pools that hold the replicas `start` gives them ([`Program::hold`]; empty: none).
     held: BTreeSet<usize>,
+    /// Additions of nodes per pool ([`Goal::Extend`]) the solution may not fit within: each
+    /// one's rows ask for more nodes than it adds in at least one pool ([`solve_extend`]).
+    excluded: Vec<Vec<u64>>,
     /// Whether [`Program::build`] imposed pins or caps (a restriction whatever its rows).
     imposed: bool,
     /// Whether the `spread: gpu` rows on MIG are written ([`Program::mig_spread_gpu_rows`]):
@@ -602,6 +623,9 @@ struct Program<'p, 'a> {
     /// ([`Goal::Extend`]) and [`solve_every_row`] — so that the addition named is one a plan
     /// needs with every rule.
     spread_rows: bool,
+    /// Whether this is the program with every row ([`solve_every_row`]): the rows of several
+    /// profiles are written in the pure-Rust build too, whatever the problem's size.
+    every_row: bool,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -654,18 +678,21 @@ impl<'p, 'a> Program<'p, 'a> {
             exact: false,
             work: 1,
             nodes: None,
-            profile_rows: false,
+            // The smallest addition of nodes has every row that holds for every plan.
+            profile_rows: matches!(goal, Goal::Extend { .. }),
             twins: Vec::new(),
             configs: WITH_CONFIG_COUNT,
             trimmed: false,
             budget: false,
             start: Pins::new(),
             held: BTreeSet::new(),
+            excluded: Vec::new(),
             imposed: false,
             spread_rows: cfg!(feature = "highs")
                 || problem.small
                 || matches!(goal, Goal::Extend { .. })
                 || (matches!(goal, Goal::Bound | Goal::CostBound { .. }) && !large),
+            every_row: false,
         }
     }
 
@@ -714,6 +741,22 @@ impl<'p, 'a> Program<'p, 'a> {
             }
         }
         self.goal_rows(bound_gpus, cost_expr);
+        self.exclusion_rows();
+    }
+
+    /// For each addition in [`Program::excluded`], binaries `b[p]` with `Σ b[p] ≥ 1` and
+    /// `extra[p] ≥ (addition[p] + 1) · b[p]`: the program's addition is not within it.
+    fn exclusion_rows(&mut self) {
+        for addition in std::mem::take(&mut self.excluded) {
+            let mut any = Expression::from(0.0);
+            for (v, &e) in self.pv.iter().zip(&addition) {
+                let Some(x) = v.extra else { continue };
+                let b = self.vars.add(variable().binary());
+                self.cons.push(constraint!(x >= (e as f64 + 1.0) * b));
+                any += b;
+            }
+            self.cons.push(constraint!(any >= 1.0));
+        }
     }
 
     fn int(&self, d: good_lp::VariableDefinition) -> good_lp::VariableDefinition {
@@ -755,6 +798,17 @@ impl<'p, 'a> Program<'p, 'a> {
         }
     }
 
+    /// Most nodes pool `pi` may use: its nodes, unbounded where the program adds nodes
+    /// ([`Goal::Extend`]; a count of nodes bounded by the pool's own would cap the addition's
+    /// rows: the `spread: gpu` rows on MIG then asked for more nodes than a plan needs).
+    fn node_cap(&self, pi: usize) -> f64 {
+        if matches!(self.goal, Goal::Extend { .. }) {
+            f64::INFINITY
+        } else {
+            f64::from(self.problem.pools[pi].max_nodes)
+        }
+    }
+
     /// Per pool: GPUs per layout, whole, time-sliced per k, combined-compute time-sliced per
     /// k, MIG time-slicing per (profile, k) and layout; node classes; nodes.
     fn pool_vars(&mut self) {
@@ -763,7 +817,7 @@ impl<'p, 'a> Program<'p, 'a> {
             let cap = p.capacity_gpus() as f64;
             let unbounded = matches!(self.goal, Goal::Extend { .. });
             let gcap = if unbounded { f64::INFINITY } else { cap };
-            let ncap = if unbounded { f64::INFINITY } else { f64::from(p.max_nodes) };
+            let ncap = self.node_cap(pi);
             let kinds: Vec<Kind> = self
                 .cols
                 .iter()
@@ -1189,7 +1243,7 @@ impl<'p, 'a> Program<'p, 'a> {
         let mut profiles: Vec<usize> = opts.iter().map(|&(q, _)| q).collect();
         profiles.sort_unstable();
         profiles.dedup();
-        if !self.profile_rows || profiles.len() < 2 || !has_profile_rows(self.problem) {
+        if !self.profile_rows || profiles.len() < 2 || !(self.every_row || has_profile_rows(self.problem)) {
             return Vec::new();
         }
         let p = &self.problem.pools[pi];
@@ -1198,7 +1252,7 @@ impl<'p, 'a> Program<'p, 'a> {
         let mut cons = Vec::new();
         let mut x: Vec<Variable> = Vec::new();
         for &q in &profiles {
-            let d = self.int(variable().min(0).max(f64::from(p.max_nodes)));
+            let d = self.int(variable().min(0).max(self.node_cap(pi)));
             let xq = self.vars.add(d);
             let mut ys = Expression::from(0.0);
             for &(_, y) in opts.iter().filter(|o| o.0 == q) {
@@ -1301,7 +1355,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     _ => more += g,
                 }
             }
-            let d = self.int(variable().min(0).max(f64::from(p.max_nodes)));
+            let d = self.int(variable().min(0).max(self.node_cap(pi)));
             let n = self.vars.add(d);
             let u = self.pv[pi].u;
             cons.push(constraint!(n <= u));
@@ -1468,6 +1522,7 @@ impl<'p, 'a> Program<'p, 'a> {
             work: self.work,
             profile_rows: self.profile_rows,
             spread_rows: self.spread_rows,
+            every_row: self.every_row,
         });
         match self.solve_and_read() {
             Ok(mut r) => {

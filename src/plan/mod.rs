@@ -522,15 +522,15 @@ fn widened_bound(
     c
 }
 
-/// GPUs of a grown fleet up to which [`plans_grown`] runs the whole cascade; above, where the
-/// cascade takes minutes, the optimiser's counts laid out only.
-const GROWN_CASCADE_MAX_GPUS: u64 = 64;
+/// GPUs of a grown fleet up to which [`plans_grown`] runs the cascade; above, the optimiser's
+/// counts laid out only.
+const GROWN_CASCADE_MAX_GPUS: u64 = 256;
 
 /// Whether the planner plans `problem`, a fleet grown by an addition of nodes that a failure
-/// would name ([`infeasible::Planner`]): the whole cascade, naming no addition of its own, on
-/// grown fleets of at most [`GROWN_CASCADE_MAX_GPUS`] GPUs that are not large programs; else
-/// the optimiser's counts laid out ([`strategy::counts_lay_out`]). Deterministic, as the
-/// cascade is.
+/// would name ([`infeasible::Planner`]): the cascade up to its first plan (no improvement
+/// steps: [`strategy::Inputs::improve`]), naming no addition of its own, on grown fleets of at
+/// most [`GROWN_CASCADE_MAX_GPUS`] GPUs that are not large programs; else the optimiser's
+/// counts laid out ([`strategy::counts_lay_out`]). Deterministic, as the cascade is.
 fn plans_grown(problem: &problem::Problem<'_>) -> bool {
     let gpus: u64 = problem.pools.iter().map(problem::PoolCtx::capacity_gpus).sum();
     if gpus > GROWN_CASCADE_MAX_GPUS || problem::is_large(problem) {
@@ -606,9 +606,23 @@ fn solve(
         p
     });
     let bound = if problem.unit_price.is_some() { cost_bounding } else { bounding }.map(|r| r.cost);
-    let inputs =
-        strategy::Inputs { goal, guide, relaxed: relaxed.as_ref(), bound, large, preferred, valid, planner };
+    // A fleet grown by an addition (no planner) asks only whether it plans.
+    let improve = planner.is_some();
+    let inputs = strategy::Inputs {
+        goal,
+        guide,
+        relaxed: relaxed.as_ref(),
+        bound,
+        large,
+        preferred,
+        valid,
+        planner,
+        improve,
+    };
     let candidate = strategy::run(problem, &inputs, ffd, tracer)?;
+    if !improve {
+        return Ok(Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound });
+    }
     let candidate = widened_bound(problem, wide.as_ref().filter(|_| !large), floor, candidate, tracer);
     let candidate = strategy::without_mps(
         problem,

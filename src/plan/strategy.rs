@@ -272,9 +272,13 @@ pub(crate) struct Inputs<'r> {
     /// Whether the planner plans a fleet grown by an addition of nodes, which confirms the
     /// addition a failure names ([`crate::plan::infeasible::Planner`]).
     pub planner: crate::plan::infeasible::Planner<'r>,
+    /// Whether the first plan found is improved (false in the planning of a grown fleet, which
+    /// only asks whether a plan exists: [`run`] then returns the first plan it finds).
+    pub improve: bool,
 }
 
-/// The cascade: the plan, how it was found, whether the solver proved it.
+/// The cascade: the plan, how it was found, whether the solver proved it. Without
+/// [`Inputs::improve`], the first plan found (the relaxation laid out or the optimiser's path).
 pub(crate) fn run(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
@@ -286,9 +290,16 @@ pub(crate) fn run(
         Some((a, lp)) if close(problem, &a, lp, ffd.as_ref()) => Candidate::new(a, Method::RelaxationKept),
         laid_out => {
             let o = optimise(problem, inputs, ffd, tracer)?;
-            if o.proved { o } else { guided(problem, inputs, o, laid_out.map(|x| x.0), tracer) }
+            if o.proved || !inputs.improve {
+                o
+            } else {
+                guided(problem, inputs, o, laid_out.map(|x| x.0), tracer)
+            }
         }
     };
+    if !inputs.improve {
+        return Ok(candidate);
+    }
     let candidate = per_node(problem, inputs, candidate, tracer);
     let candidate = emptied(problem, inputs, candidate, tracer);
     Ok(improved(problem, inputs, candidate, tracer))
@@ -1146,6 +1157,8 @@ fn rescue(
                 searched: true,
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
+            // An exhaustive search proved that no plan exists on these nodes: it says so.
+            Err(stuck) if stuck.proven => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
             Err(stuck) => match every_row(problem, inputs.planner, tracer) {
                 Some(Ok(a)) => {
                     let by = Step::EveryRow;
@@ -1159,16 +1172,17 @@ fn rescue(
     }
 }
 
-/// The pure-Rust build's last step before a failure: its programs leave out rows HiGHS writes,
-/// and with them ([`milp::solve_every_row`]) the program may prove that no plan exists (the
-/// diagnostic then says why) or find counts that lay out. `None` when it does neither, and
-/// always with HiGHS, whose programs have those rows.
+/// The last step before a failure: the plain program leaves out rows (the pure-Rust build the
+/// `spread: gpu` rows on MIG, either build those of several profiles), and with them
+/// ([`milp::solve_every_row`]) the program may prove that no plan exists (the diagnostic then
+/// says why) or find counts that lay out. `None` when it does neither, and with HiGHS where
+/// the problem has no rows of several profiles (its plain program then has every row).
 fn every_row(
     problem: &Problem<'_>,
     planner: crate::plan::infeasible::Planner<'_>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Result<Assignment, Diagnostics>> {
-    if cfg!(feature = "highs") {
+    if cfg!(feature = "highs") && !milp::has_profile_rows(problem) {
         return None;
     }
     let every = milp::solve_every_row(problem);
@@ -1264,7 +1278,7 @@ fn failure(
                     Why::SolverFailed(_) => "",
                     Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
                 },
-                if cfg!(feature = "highs") { "" } else { ", the optimiser with every spread row" }
+                if cfg!(feature = "highs") && !milp::has_profile_rows(problem) { "" } else { ", the optimiser with every spread row" }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")
@@ -1277,9 +1291,9 @@ fn failure(
             mc.spec.isolation.word()
         ));
     }
-    // The solver stopped before it could tell whether a plan exists: what the fleet would need.
+    // Nothing proved whether a plan exists (the solver stopped, or its counts did not lay out
+    // and the program with every row stopped too): what the fleet would need.
     if !stuck.proven
-        && matches!(why, Why::SolverFailed(_))
         && let Some(note) = crate::plan::infeasible::addition_note(problem, planner)
     {
         d = d.with_note(note);

@@ -668,6 +668,7 @@ fn without_mps_keeps_the_cheaper_plan_the_mps_one_on_ties_and_skips_proven_plans
         preferred: None,
         valid: &valid,
         planner: None,
+        improve: true,
     };
     let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
     let candidate = |a: &assign::Assignment, proved| Candidate {
@@ -1128,6 +1129,7 @@ fn the_program_per_node_replaces_a_plan_outside_the_target_with_one_that_verifie
         preferred: None,
         valid: &valid,
         planner: None,
+        improve: true,
     };
     let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
     let candidate = |a: &assign::Assignment| Candidate {
@@ -1486,4 +1488,67 @@ fn the_addition_named_is_one_the_planner_plans_with() {
             "add 1 × A30 node(s) (4 GPU(s) each) to pool `a30`"
         ]
     );
+}
+
+/// A 16-GPU six-type stress fleet (fill 0.7, seed 1: 36 GPUs, one node a pool) whose
+/// `spread: gpu` model asks for 31 hardware-isolated replicas: the plain program's counts do
+/// not lay out, and only the rows of several profiles prove that no plan exists. HiGHS said
+/// `planner-failed` ("a planner limitation"); now its program with every row proves it, and
+/// the failure names an addition of nodes with which gpuplan plans. microlp stops at its node
+/// limit on that program (also with eight times the nodes), so the pure-Rust build still
+/// fails, with a note naming the addition.
+#[test]
+fn a_fleet_only_the_rows_of_several_profiles_refuse_names_an_addition() {
+    use crate::bench::stress::{Shape, fleet_of_every_type};
+    let shape = Shape { gpus: 16, priced: false, compute: false, fill: 0.7, time_sliced: false };
+    let (spec, catalog) = fleet_of_every_type(shape, 1);
+    let diags = crate::plan::plan(&spec, &catalog).expect_err("no plan exists");
+    let codes: Vec<&str> = diags.0.iter().map(|d| d.code).collect();
+    if cfg!(feature = "highs") {
+        assert_eq!(codes, [crate::diagnostics::codes::CAPACITY_EXCEEDED], "{diags:?}");
+        let help = diags.0[0].help.as_deref().unwrap_or_default();
+        assert!(help.starts_with("add 1 × ") && !help.contains("at least"), "{help}");
+    } else {
+        assert_eq!(codes, [crate::diagnostics::codes::PLANNER_FAILED], "{diags:?}");
+        let named = diags.0[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("more node(s) in pool") && n.contains("gpuplan finds a plan"));
+        assert!(named, "{diags:?}");
+    }
+}
+
+/// The program that extends the pools, with additions excluded, names one that is not within
+/// any of them, no smaller than the first: the smallest additions come in turn.
+#[test]
+fn an_excluded_addition_is_not_named_again() {
+    use crate::bench::stress::{Shape, fleet_of_every_type};
+    let shape = Shape { gpus: 8, priced: true, compute: false, fill: 1.0, time_sliced: false };
+    let (spec, catalog) = fleet_of_every_type(shape, 2);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    // The program's measure of an addition: GPUs weighted by their price.
+    let added = |extra: &[u64]| -> f64 {
+        problem.pools.iter().zip(extra).map(|(p, &e)| f64::from(p.gpn()) * p.weight * e as f64).sum()
+    };
+    let first = crate::plan::milp::solve_extend(&problem, &[]).expect("the extension program solves");
+    assert!(first.extra_nodes.iter().any(|&e| e > 0), "{:?}", first.extra_nodes);
+    let mut excluded = vec![first.extra_nodes.clone()];
+    for _ in 0..3 {
+        let next =
+            crate::plan::milp::solve_extend(&problem, &excluded).expect("the extension program solves");
+        for e in &excluded {
+            assert!(
+                next.extra_nodes.iter().zip(e).any(|(n, e)| n > e),
+                "{:?} is within the excluded {e:?}",
+                next.extra_nodes
+            );
+        }
+        assert!(
+            added(&next.extra_nodes) >= added(&first.extra_nodes) - 1e-9,
+            "{:?} below {:?}",
+            next.extra_nodes,
+            first.extra_nodes
+        );
+        excluded.push(next.extra_nodes);
+    }
 }
