@@ -166,8 +166,8 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
 /// up to [`SMALLEST_TRIES`] times (once on large programs). Growing a refuted addition by half
 /// instead named additions several times what a plan needs (six-type stress fleets of 8 GPUs:
 /// 73 L4 nodes where 10 plan; docs/benchmarks.md). Where none of those plans, the candidates'
-/// program's addition grows by half, first fit confirming; the flag is then false when even
-/// that did not plan ("at least").
+/// program's addition grows by half, planning confirming as before; the flag is then false
+/// when even that did not plan ("at least").
 ///
 /// Where the pooled rows on the candidate layouts may cut a plan that trims a GPU
 /// ([`problem::trims_matter`]), the programs run on the problem widened to every layout a plan
@@ -273,12 +273,6 @@ const CONFIRM_TRIES: usize = 6;
 /// addition of its own.
 pub(crate) type Planner<'f> = Option<&'f dyn Fn(&Problem<'_>) -> bool>;
 
-/// Tries of [`Trials::confirm`] that also plan the grown problem as the planner does ([`Planner`]):
-/// first fit alone confirmed additions several times the smallest (six-type priced stress
-/// fleets: at 16 GPUs, seed 5, 13 more L4 nodes where the planner plans with 2; at 8 GPUs,
-/// seed 2, 3 A100 and 4 L4 nodes more where one node of each of two pools suffices).
-const PROGRAM_TRIES: usize = 1;
-
 /// `problem` with `extra` more nodes per pool.
 fn grown<'a>(problem: &Problem<'a>, extra: &[u64]) -> Problem<'a> {
     let mut grown = problem.clone();
@@ -306,8 +300,11 @@ impl Trials<'_, '_> {
     /// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with
     /// them: the optimiser's counts for that addition laid out (`solved`: the problem they were
     /// solved on and the result; first fit repairs what finds no room), then first fit and its
-    /// backtracking search on the problem and on the widened one, and on the first
-    /// [`PROGRAM_TRIES`] the planner. Up to `tries` times, every pool with an addition grown by
+    /// backtracking search on the problem and on the widened one, then the planner (first fit
+    /// alone confirmed additions several times what the planner needs: six-type priced stress
+    /// fleets of 16 GPUs, seed 5, 13 more L4 nodes where the planner plans with 2; growth
+    /// confirmed by first fit alone named 9 A30 and 9 L4 nodes at 16 GPUs, fill 1.0, seed 3,
+    /// where the planner plans with 6 and 6). Up to `tries` times, every pool with an addition grown by
     /// half (at least one node) after each failure, the counts tried only with the addition
     /// they were solved for. An addition already refuted is not planned again; one that does
     /// not plan joins them.
@@ -338,8 +335,7 @@ impl Trials<'_, '_> {
             if plans(self.problem) || self.wide.is_some_and(plans) {
                 return true;
             }
-            if attempt < PROGRAM_TRIES && self.planner.is_some_and(|plans| plans(&grown(self.problem, extra)))
-            {
+            if self.planner.is_some_and(|plans| plans(&grown(self.problem, extra))) {
                 return true;
             }
             self.refuted.push(extra.clone());
