@@ -273,6 +273,13 @@ const CONFIRM_TRIES: usize = 6;
 /// addition of its own.
 pub(crate) type Planner<'f> = Option<&'f dyn Fn(&Problem<'_>) -> bool>;
 
+/// Whether the planner confirms the tries of [`Trials::confirm`] past the first (the growth by
+/// half), or first fit alone: with HiGHS (16-GPU six-type priced stress fleet, fill 1.0, seed 3:
+/// 6 A30 and 6 L4 nodes named where first fit's growth named 9 and 9, in about the same time);
+/// not with microlp, whose cascade on a grown fleet takes minutes (8-GPU priced fleet, fill
+/// 0.7, seed 1: 9 L4 nodes named where first fit said "at least 28", but in 508 s against 162).
+const PLANNER_ON_GROWTH: bool = cfg!(feature = "highs");
+
 /// `problem` with `extra` more nodes per pool.
 fn grown<'a>(problem: &Problem<'a>, extra: &[u64]) -> Problem<'a> {
     let mut grown = problem.clone();
@@ -300,14 +307,13 @@ impl Trials<'_, '_> {
     /// Whether the plan becomes feasible with `extra` nodes per pool, judged by planning with
     /// them: the optimiser's counts for that addition laid out (`solved`: the problem they were
     /// solved on and the result; first fit repairs what finds no room), then first fit and its
-    /// backtracking search on the problem and on the widened one, then the planner (first fit
-    /// alone confirmed additions several times what the planner needs: six-type priced stress
-    /// fleets of 16 GPUs, seed 5, 13 more L4 nodes where the planner plans with 2; growth
-    /// confirmed by first fit alone named 9 A30 and 9 L4 nodes at 16 GPUs, fill 1.0, seed 3,
-    /// where the planner plans with 6 and 6). Up to `tries` times, every pool with an addition grown by
-    /// half (at least one node) after each failure, the counts tried only with the addition
-    /// they were solved for. An addition already refuted is not planned again; one that does
-    /// not plan joins them.
+    /// backtracking search on the problem and on the widened one, then the planner (past the
+    /// first try only where [`PLANNER_ON_GROWTH`]; first fit alone confirmed additions several
+    /// times what the planner needs: six-type priced stress fleets of 16 GPUs, seed 5, 13 more
+    /// L4 nodes where the planner plans with 2). Up to `tries` times, every pool with an
+    /// addition grown by half (at least one node) after each failure, the counts tried only
+    /// with the addition they were solved for. An addition already refuted is not planned
+    /// again; one that does not plan joins them.
     fn confirm(
         &mut self,
         solved: Option<(&Problem<'_>, &MilpResult)>,
@@ -335,7 +341,9 @@ impl Trials<'_, '_> {
             if plans(self.problem) || self.wide.is_some_and(plans) {
                 return true;
             }
-            if self.planner.is_some_and(|plans| plans(&grown(self.problem, extra))) {
+            if (attempt == 0 || PLANNER_ON_GROWTH)
+                && self.planner.is_some_and(|plans| plans(&grown(self.problem, extra)))
+            {
                 return true;
             }
             self.refuted.push(extra.clone());
