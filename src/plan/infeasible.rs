@@ -191,16 +191,11 @@ fn addition(problem: &Problem<'_>, planner: Planner<'_>) -> Option<(Vec<u64>, bo
         if wide.is_none() && trials.refuted.is_empty() {
             first = Some(r.clone());
         }
-        if extra.iter().all(|&e| e == 0) {
-            // The program fits the fleet as it is: where gpuplan plans it so, nothing is to be
-            // added; else the next program asks for a node more somewhere.
-            if trials.confirm(Some((on, &r)), &mut extra, 1) {
-                return None;
-            }
-            continue;
-        }
+        // An addition of nothing (the program fits the fleet as it is) confirmed: gpuplan plans
+        // the fleet as it is, and nothing is to be added; refuted, the next program asks for a
+        // node more somewhere.
         if trials.confirm(Some((on, &r)), &mut extra, 1) {
-            return Some((extra, true));
+            return extra.iter().any(|&e| e > 0).then_some((extra, true));
         }
     }
     let start = match first {

@@ -1182,7 +1182,7 @@ fn every_row(
     planner: crate::plan::infeasible::Planner<'_>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Result<Assignment, Diagnostics>> {
-    if cfg!(feature = "highs") && !milp::has_profile_rows(problem) {
+    if !runs_every_row(problem) {
         return None;
     }
     let every = milp::solve_every_row(problem);
@@ -1194,6 +1194,12 @@ fn every_row(
         Ok(r) => lay_out(problem, &r).map(Ok),
         Err(_) => None,
     }
+}
+
+/// Whether [`every_row`] solves a program of its own on `problem`: always in the pure-Rust
+/// build; with HiGHS where the problem has rows of several profiles.
+fn runs_every_row(problem: &Problem<'_>) -> bool {
+    !cfg!(feature = "highs") || milp::has_profile_rows(problem)
 }
 
 /// Step: when the optimiser's counts do not lay out (its node-level conditions are necessary
@@ -1278,7 +1284,7 @@ fn failure(
                     Why::SolverFailed(_) => "",
                     Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
                 },
-                if cfg!(feature = "highs") && !milp::has_profile_rows(problem) { "" } else { ", the optimiser with every spread row" }
+                if runs_every_row(problem) { ", the optimiser with every spread row" } else { "" }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")
