@@ -489,6 +489,32 @@ pub(crate) fn solve_every_row(problem: &Problem<'_>) -> Result<MilpResult, MilpE
     prog.run_and_read()
 }
 
+/// Branch-and-bound nodes of [`solve_whole_bound`], either solver: past them its best bound
+/// stands.
+const WHOLE_BOUND_NODES: u64 = 1_000;
+
+/// The bound's relaxation of cost ([`Goal::CostBound`]: GPUs × relative price, at least
+/// `gpu_floor` GPUs) with the counts of nodes and each pool's GPUs whole, the rest continuous:
+/// a lower bound on the weighted cost of every plan of the program — the optimum where the
+/// solver proves it within [`WHOLE_BOUND_NODES`], else its best bound — less a millionth for
+/// the solver's tolerances. Few integers, so microlp solves it where it cannot solve the
+/// program (issue 23: 8-GPU stress fleets whose plans it then proves, priced and not).
+pub(crate) fn solve_whole_bound(problem: &Problem<'_>, gpu_floor: Option<f64>) -> Option<f64> {
+    let mut prog = Program::with_rows(problem, Goal::CostBound { gpu_floor }, false);
+    prog.aggregates = true;
+    prog.build(&Pins::new(), &Caps::new());
+    let Program { vars, cons, objective, large, .. } = prog;
+    let value = objective.clone();
+    let out = run_nodes(vars, objective, cons, 0.0, large, WHOLE_BOUND_NODES, &[]).ok()?;
+    let reached = value.eval_with(&out.values);
+    let bound = match (out.dual, out.optimal) {
+        (Some(d), _) => d.min(reached),
+        (None, true) => reached,
+        (None, false) => return None,
+    };
+    Some(bound - 1e-6 * bound.abs().max(1.0))
+}
+
 /// The smallest addition of nodes per pool ([`Goal::Extend`], integer) that is not within any
 /// of `excluded` (additions already tried that gpuplan did not plan with), or `Err` when none is
 /// (the program is then infeasible: every addition it could name is within one of them).
@@ -626,6 +652,9 @@ struct Program<'p, 'a> {
     /// Whether this is the program with every row ([`solve_every_row`]): the rows of several
     /// profiles are written in the pure-Rust build too, whatever the problem's size.
     every_row: bool,
+    /// Whether the counts of nodes and each pool's GPUs are integers in a bound's relaxation
+    /// ([`solve_whole_bound`]): [`Program::add_whole`].
+    aggregates: bool,
 }
 
 impl<'p, 'a> Program<'p, 'a> {
@@ -693,6 +722,7 @@ impl<'p, 'a> Program<'p, 'a> {
                 || matches!(goal, Goal::Extend { .. })
                 || (matches!(goal, Goal::Bound | Goal::CostBound { .. }) && !large),
             every_row: false,
+            aggregates: false,
         }
     }
 
@@ -730,6 +760,10 @@ impl<'p, 'a> Program<'p, 'a> {
         for pi in 0..self.problem.pools.len() {
             let gpus = self.pool_rows(pi);
             self.spread_rows(pi);
+            if self.aggregates {
+                let whole = self.add_whole(variable().min(0));
+                self.cons.push(constraint!(gpus.clone() == whole));
+            }
             bound_gpus += gpus.clone();
             cost_expr += self.problem.pools[pi].weight * gpus.clone();
             per_pool.push(gpus.clone());
@@ -761,6 +795,13 @@ impl<'p, 'a> Program<'p, 'a> {
 
     fn int(&self, d: good_lp::VariableDefinition) -> good_lp::VariableDefinition {
         if self.integer { d.integer() } else { d }
+    }
+
+    /// A count of nodes, or a pool's GPUs: integer in the integer program and, in a bound's
+    /// relaxation, where [`Program::aggregates`] (every plan has whole numbers of both).
+    fn add_whole(&mut self, d: good_lp::VariableDefinition) -> Variable {
+        let d = if self.aggregates { d.integer() } else { self.int(d) };
+        self.vars.add(d)
     }
 
     /// `y[c,o]`, and `ys[c,o]` for time-slices on combined-compute nodes.
@@ -831,11 +872,12 @@ impl<'p, 'a> Program<'p, 'a> {
                 let d = s.int(variable().min(0).max(max));
                 s.vars.add(d)
             };
+            let nodes = |s: &mut Self, max: f64| s.add_whole(variable().min(0).max(max));
             let g: Vec<Variable> =
                 if any_mig { (0..n_layouts).map(|_| count(self, gcap)).collect() } else { Vec::new() };
             let any_whole = kinds.iter().any(|k| matches!(k, Kind::Whole(_)));
             let w = any_whole.then(|| count(self, gcap));
-            let zw = any_whole.then(|| count(self, ncap));
+            let zw = any_whole.then(|| nodes(self, ncap));
             let mut t = BTreeMap::new();
             let mut zt = BTreeMap::new();
             for &kind in &kinds {
@@ -843,7 +885,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     && !t.contains_key(&k)
                 {
                     t.insert(k, count(self, gcap));
-                    zt.insert(k, count(self, ncap));
+                    zt.insert(k, nodes(self, ncap));
                 }
             }
             let mut ts: BTreeMap<Share, ()> = BTreeMap::new();
@@ -858,7 +900,7 @@ impl<'p, 'a> Program<'p, 'a> {
                 }
             }
             let ts: BTreeMap<Share, (Variable, Variable)> =
-                ts.into_keys().map(|k| (k, (count(self, gcap), count(self, ncap)))).collect();
+                ts.into_keys().map(|k| (k, (count(self, gcap), nodes(self, ncap)))).collect();
             let mut tm = BTreeMap::new();
             let mut zm = BTreeMap::new();
             for &kind in &kinds {
@@ -871,7 +913,7 @@ impl<'p, 'a> Program<'p, 'a> {
                             .map(|l| (l, count(self, gcap)))
                             .collect();
                     tm.insert((q, k), layouts);
-                    zm.insert((q, k), count(self, ncap));
+                    zm.insert((q, k), nodes(self, ncap));
                 }
             }
             let extra = unbounded.then(|| {
@@ -879,8 +921,7 @@ impl<'p, 'a> Program<'p, 'a> {
                 self.vars.add(d)
             });
             let min_nodes = f64::from(self.problem.pools[pi].min_nodes);
-            let d = self.int(variable().min(min_nodes).max(ncap));
-            let u = self.vars.add(d);
+            let u = self.add_whole(variable().min(min_nodes).max(ncap));
             self.pv.push(PoolVars { g, w, t, zw, zt, ts, tm, zm, u, extra });
         }
     }
@@ -1252,8 +1293,7 @@ impl<'p, 'a> Program<'p, 'a> {
         let mut cons = Vec::new();
         let mut x: Vec<Variable> = Vec::new();
         for &q in &profiles {
-            let d = self.int(variable().min(0).max(self.node_cap(pi)));
-            let xq = self.vars.add(d);
+            let xq = self.add_whole(variable().min(0).max(self.node_cap(pi)));
             let mut ys = Expression::from(0.0);
             for &(_, y) in opts.iter().filter(|o| o.0 == q) {
                 ys += y;
@@ -1355,8 +1395,7 @@ impl<'p, 'a> Program<'p, 'a> {
                     _ => more += g,
                 }
             }
-            let d = self.int(variable().min(0).max(self.node_cap(pi)));
-            let n = self.vars.add(d);
+            let n = self.add_whole(variable().min(0).max(self.node_cap(pi)));
             let u = self.pv[pi].u;
             cons.push(constraint!(n <= u));
             cons.push(constraint!(n <= more.clone()));

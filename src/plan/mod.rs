@@ -497,12 +497,16 @@ fn proven_bounds(
     }
 }
 
-/// Where the pooled rows may cut a plan that trims a GPU (`wide`: the problem widened to every
-/// layout a plan may trim to; not on large programs), the plan reports bounds from sound
-/// programs only ([`strategy::Candidate::sound`]). The pooled program on the widened problem is
-/// one: solved once after the cascade, where the plan is above the sound bound, its optimum or
-/// dual bound raises it (100-GPU six-type stress fleet "mixed", seed 0: 40 GPUs in 2.5 s, where
-/// the widened relaxation gives 38).
+/// Bounds the cascade did not prove, raised once it is done, where the plan is above its
+/// sound bound ([`strategy::Candidate::sound`]); not on large programs. Where the pooled rows
+/// may cut a plan that trims a GPU (`wide`: the problem widened to every layout a plan may
+/// trim to), the plan reports bounds from sound programs only, and the pooled program on the
+/// widened problem is one: its optimum or dual bound raises the bound (100-GPU six-type stress
+/// fleet "mixed", seed 0: 40 GPUs in 2.5 s, where the widened relaxation gives 38). Then, on
+/// the widened problem or the problem itself, the relaxation with whole counts of nodes and
+/// GPUs per pool ([`milp::solve_whole_bound`]): it proves priced plans whose cost the program's
+/// dual bound leaves a fraction of a GPU-hour below, and in the pure-Rust build plans whose
+/// program microlp could not solve.
 fn widened_bound(
     problem: &problem::Problem<'_>,
     wide: Option<&problem::Problem<'_>>,
@@ -510,15 +514,23 @@ fn widened_bound(
     mut c: strategy::Candidate,
     tracer: &mut Tracer<'_>,
 ) -> strategy::Candidate {
-    let Some(w) = wide else { return c };
     let cost = c.assignment.cost(problem);
-    if c.sound.is_some_and(|b| b >= cost - 1e-9) {
+    let proven = |c: &strategy::Candidate| c.sound.is_some_and(|b| b >= cost - 1e-9);
+    if proven(&c) {
         return c;
     }
-    let r = milp::solve(w, Goal::Plan { cost_bound: None, gpu_floor: floor }, &milp::Pins::new());
-    let bound = r.ok().and_then(|r| r.sound_proven());
-    tr!(tracer, "MILP on the widened problem, a bound for every plan: {bound:?}");
-    c.sound = strategy::higher(c.sound, bound);
+    if let Some(w) = wide {
+        let r = milp::solve(w, Goal::Plan { cost_bound: None, gpu_floor: floor }, &milp::Pins::new());
+        let bound = r.ok().and_then(|r| r.sound_proven());
+        tr!(tracer, "MILP on the widened problem, a bound for every plan: {bound:?}");
+        c.sound = strategy::higher(c.sound, bound);
+        if proven(&c) {
+            return c;
+        }
+    }
+    let whole = milp::solve_whole_bound(wide.unwrap_or(problem), floor);
+    tr!(tracer, "relaxation with whole counts of nodes and GPUs, a bound for every plan: {whole:?}");
+    c.sound = strategy::higher(c.sound, whole);
     c
 }
 
@@ -623,7 +635,8 @@ fn solve(
     if !improve {
         return Ok(Solved { candidate, ffd_gpus, ffd_cost, lower_bound, cost_bound });
     }
-    let candidate = widened_bound(problem, wide.as_ref().filter(|_| !large), floor, candidate, tracer);
+    let candidate =
+        if large { candidate } else { widened_bound(problem, wide.as_ref(), floor, candidate, tracer) };
     let candidate = strategy::without_mps(
         problem,
         &inputs,

@@ -1552,3 +1552,30 @@ fn an_excluded_addition_is_not_named_again() {
         excluded.push(next.extra_nodes);
     }
 }
+
+/// Whole counts of GPUs per pool lift a bound the relaxation leaves a fraction of a GPU below:
+/// three replicas that need half a GPU each (`3g.40gb`) on one cheap A100 and eight H100s at
+/// twice its price. The relaxation serves the third on half an H100 (weighted cost 2); every
+/// plan pays a whole H100 for it (3), and the relaxation with whole counts says so in both
+/// builds, where the cost's integrality over the prices alone cannot (2 is one H100's price).
+#[test]
+fn whole_counts_of_gpus_per_pool_lift_the_cost_bound_to_the_optimum() {
+    use crate::plan::milp::{self, Goal, Pins};
+    let mut cheap = crate::bench::pool("a100", "A100-SXM4-80GB", 1, vec!["a100-1".to_owned()]);
+    cheap.cost_per_gpu_hour = Some(2.0);
+    let mut dear = crate::bench::pool("h100", "H100-SXM5-80GB", 8, vec!["h100-1".to_owned()]);
+    dear.cost_per_gpu_hour = Some(4.0);
+    let mut m = crate::bench::model("asr", 35 * 1024, 0.0, 3);
+    m.isolation = crate::spec::Isolation::Hardware;
+    let spec = crate::bench::spec("whole", vec![cheap, dear], vec![m]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let relaxed =
+        milp::solve(&problem, Goal::CostBound { gpu_floor: None }, &Pins::new()).expect("a relaxation");
+    assert!((relaxed.cost - 2.0).abs() < 1e-6, "relaxation {}", relaxed.cost);
+    let whole = milp::solve_whole_bound(&problem, None).expect("a bound");
+    assert!(whole > 3.0 - 1e-4 && whole <= 3.0, "bound {whole}");
+    let plan = crate::plan::plan(&spec, &catalog).expect("plans");
+    assert_eq!(plan.quality.cost.used, Some(6.0));
+    assert_eq!(plan.quality.cost.model_lower_bound, Some(6.0));
+}
