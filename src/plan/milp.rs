@@ -496,21 +496,33 @@ const WHOLE_BOUND_NODES: u64 = 1_000;
 /// The bound's relaxation of cost ([`Goal::CostBound`]: GPUs × relative price, at least
 /// `gpu_floor` GPUs) with the counts of nodes and each pool's GPUs whole, the rest continuous:
 /// a lower bound on the weighted cost of every plan of the program — the optimum where the
-/// solver proves it within [`WHOLE_BOUND_NODES`], else its best bound — less a millionth for
-/// the solver's tolerances. Few integers, so microlp solves it where it cannot solve the
+/// solver proves it within [`WHOLE_BOUND_NODES`], else its best bound (also where it found no
+/// solution of the relaxation in them: the least bound of its open nodes) — less a millionth
+/// for the solver's tolerances. Few integers, so microlp solves it where it cannot solve the
 /// program (issue 23: 8-GPU stress fleets whose plans it then proves, priced and not).
 pub(crate) fn solve_whole_bound(problem: &Problem<'_>, gpu_floor: Option<f64>) -> Option<f64> {
+    whole_bound_within(problem, gpu_floor, WHOLE_BOUND_NODES)
+}
+
+/// [`solve_whole_bound`] with `nodes` branch-and-bound nodes (tests: a stop before any
+/// solution of the relaxation).
+pub(crate) fn whole_bound_within(problem: &Problem<'_>, gpu_floor: Option<f64>, nodes: u64) -> Option<f64> {
     let mut prog = Program::with_rows(problem, Goal::CostBound { gpu_floor }, false);
     prog.aggregates = true;
     prog.build(&Pins::new(), &Caps::new());
     let Program { vars, cons, objective, large, .. } = prog;
     let value = objective.clone();
-    let out = run_nodes(vars, objective, cons, 0.0, large, WHOLE_BOUND_NODES, &[]).ok()?;
-    let reached = value.eval_with(&out.values);
-    let bound = match (out.dual, out.optimal) {
-        (Some(d), _) => d.min(reached),
-        (None, true) => reached,
-        (None, false) => return None,
+    let bound = match run_to_stop(vars, objective, cons, 0.0, large, nodes, &[]).ok()? {
+        Stop::Solved(out) => {
+            let reached = value.eval_with(&out.values);
+            match (out.dual, out.optimal) {
+                (Some(d), _) => d.min(reached),
+                (None, true) => reached,
+                (None, false) => return None,
+            }
+        }
+        // No plan of the relaxation within the nodes: the least bound of the open ones holds.
+        Stop::NoSolution { dual, .. } => dual?,
     };
     Some(bound - 1e-6 * bound.abs().max(1.0))
 }
@@ -1901,6 +1913,34 @@ fn run_nodes(
     nodes: u64,
     start: &[(Variable, f64)],
 ) -> Result<Outcome, MilpError> {
+    match run_to_stop(vars, objective, cons, scale, large, nodes, start)? {
+        Stop::Solved(outcome) => Ok(outcome),
+        Stop::NoSolution { why, .. } => Err(MilpError::Solver(why.to_owned())),
+    }
+}
+
+/// Where a solve with a node limit stopped: with a solution, or without one, where the
+/// solver's dual bound on the objective may still hold (the least bound of its open nodes).
+enum Stop {
+    Solved(Outcome),
+    NoSolution {
+        /// Why, for the diagnostic a failure would show.
+        why: &'static str,
+        dual: Option<f64>,
+    },
+}
+
+/// [`run_nodes`], with the dual bound kept where the solver stopped at its node limit
+/// without a feasible solution ([`Stop::NoSolution`]).
+fn run_to_stop(
+    vars: ProblemVariables,
+    objective: Expression,
+    cons: Vec<Constraint>,
+    scale: f64,
+    large: bool,
+    nodes: u64,
+    start: &[(Variable, f64)],
+) -> Result<Stop, MilpError> {
     let handles: Vec<Variable> = vars.iter_variables_with_def().map(|(v, _)| v).collect();
     // Small programs are solved exactly, tie-breaks included, so that both solvers agree on
     // them (the seed's plan is the same bytes with either).
@@ -1964,10 +2004,10 @@ fn run_nodes(
             S::Infeasible | S::UnboundedOrInfeasible => return Err(MilpError::Infeasible),
             other => return Err(MilpError::Solver(format!("HiGHS stopped with status {other:?}"))),
         };
-        if solved.primal_solution_status() != HighsSolutionStatus::Feasible {
-            return Err(MilpError::Solver("HiGHS found no feasible solution".to_owned()));
-        }
         let dual = solved.double_info_value(c"mip_dual_bound").ok().filter(|d| d.is_finite());
+        if solved.primal_solution_status() != HighsSolutionStatus::Feasible {
+            return Ok(Stop::NoSolution { why: "HiGHS found no feasible solution", dual });
+        }
         let solution = solved.get_solution();
         let columns = solution.columns();
         let values = handles
@@ -1975,7 +2015,7 @@ fn run_nodes(
             .enumerate()
             .map(|(i, v)| (v, columns.get(i).copied().unwrap_or(0.0)))
             .collect();
-        Ok(Outcome { values, optimal, gap, dual })
+        Ok(Stop::Solved(Outcome { values, optimal, gap, dual }))
     }
     #[cfg(not(feature = "highs"))]
     {
@@ -2004,10 +2044,10 @@ fn run_nodes(
                             .enumerate()
                             .map(|(i, v)| (v, values.get(i).copied().unwrap_or(0.0)))
                             .collect();
-                        Ok(Outcome { values, optimal, gap, dual })
+                        Ok(Stop::Solved(Outcome { values, optimal, gap, dual }))
                     }
                     Err(_) => {
-                        Err(MilpError::Solver("node limit reached before a feasible solution".to_owned()))
+                        Ok(Stop::NoSolution { why: "node limit reached before a feasible solution", dual })
                     }
                 }
             }

@@ -1575,6 +1575,10 @@ fn whole_counts_of_gpus_per_pool_lift_the_cost_bound_to_the_optimum() {
     assert!((relaxed.cost - 2.0).abs() < 1e-6, "relaxation {}", relaxed.cost);
     let whole = milp::solve_whole_bound(&problem, None).expect("a bound");
     assert!(whole > 3.0 - 1e-4 && whole <= 3.0, "bound {whole}");
+    // Stopped after one node, before any solution of the relaxation (microlp), the least
+    // bound of the open nodes still holds: between the relaxation and the optimum.
+    let early = milp::whole_bound_within(&problem, None, 1).expect("a bound without a solution");
+    assert!(early > 2.0 - 1e-4 && early <= 3.0, "bound {early}");
     let plan = crate::plan::plan(&spec, &catalog).expect("plans");
     assert_eq!(plan.quality.cost.used, Some(6.0));
     assert_eq!(plan.quality.cost.model_lower_bound, Some(6.0));
