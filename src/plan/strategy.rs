@@ -125,6 +125,9 @@ pub(crate) enum Step {
     /// The pure-Rust build's program with every row ([`milp::solve_every_row`]), its counts
     /// laid out.
     EveryRow,
+    /// The program written node by node with the exact rows ([`per_node_rescue`]), its
+    /// counts laid out.
+    PerNodeRescue,
 }
 
 impl Step {
@@ -151,6 +154,9 @@ impl Step {
                     .to_owned()
             }
             Step::EveryRow => "the optimiser with every spread row, its counts laid out on nodes,".to_owned(),
+            Step::PerNodeRescue => {
+                "the optimiser's program written node by node, its counts laid out on nodes,".to_owned()
+            }
         }
     }
 }
@@ -1159,15 +1165,22 @@ fn rescue(
             }),
             // An exhaustive search proved that no plan exists on these nodes: it says so.
             Err(stuck) if stuck.proven => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
-            Err(stuck) => match every_row(problem, inputs.planner, tracer) {
-                Some(Ok(a)) => {
-                    let by = Step::EveryRow;
-                    tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), a.gpus_used(), a.cost(problem));
-                    Ok(Candidate::new(a, Method::Fallback { why, by }))
+            Err(stuck) => {
+                let last = every_row(problem, inputs.planner, tracer)
+                    .map(|r| r.map(|a| (a, Step::EveryRow)))
+                    .or_else(|| {
+                        per_node_rescue(problem, inputs.large, inputs.planner, tracer)
+                            .map(|r| r.map(|a| (a, Step::PerNodeRescue)))
+                    });
+                match last {
+                    Some(Ok((a, by))) => {
+                        tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), a.gpus_used(), a.cost(problem));
+                        Ok(Candidate::new(a, Method::Fallback { why, by }))
+                    }
+                    Some(Err(d)) => Err(d),
+                    None => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
                 }
-                Some(Err(d)) => Err(d),
-                None => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
-            },
+            }
         },
     }
 }
@@ -1194,6 +1207,49 @@ fn every_row(
         Ok(r) => lay_out(problem, &r).map(Ok),
         Err(_) => None,
     }
+}
+
+/// The very last step before a failure, in the HiGHS build, on programs that are not large:
+/// the program written node by node with the exact rows on every layout a plan may trim a GPU
+/// to ([`per_node::split`], [`per_node::Split::with_spread_layouts`], [`milp::NodeRows::Exact`]).
+/// On one node those rows are the rules themselves, so its counts lay out where the pooled
+/// program's (necessary conditions only) did not, and every plan cut node by node is one of
+/// its solutions: proven infeasible, no plan exists (the diagnostic then says why). Issue 23:
+/// a 100-GPU six-type priced stress fleet (fill 0.7, seed 2) that both builds ended in
+/// `planner-failed` plans on 115 of its 116 GPUs this way, in about two minutes. `None`
+/// where it does neither, where no split is written (more than
+/// [`per_node::MAX_SPLIT_NODES`] nodes), and in the pure-Rust build, whose branch and bound
+/// found no solution of that program within its node limit.
+pub(crate) fn per_node_rescue(
+    problem: &Problem<'_>,
+    large: bool,
+    planner: crate::plan::infeasible::Planner<'_>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Result<Assignment, Diagnostics>> {
+    if large || !runs_per_node_rescue(problem) {
+        return None;
+    }
+    let split = per_node::split(problem)?.with_spread_layouts();
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    let solved = split.solve(goal, &Pins::new(), milp::NodeRows::Exact, Pins::new(), 1);
+    tr!(
+        tracer,
+        "MILP per node with the exact rows, the last step: {:?}",
+        solved.as_ref().map(|r| format!("cost {:.3}", r.cost))
+    );
+    match solved {
+        Err(MilpError::Infeasible) => {
+            Some(Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible, planner)))
+        }
+        Ok(r) => lay_out(&split.problem, &r).map(|a| Ok(split.merge(problem.pools.len(), a))),
+        Err(_) => None,
+    }
+}
+
+/// Whether [`per_node_rescue`] solves a program on `problem` (not large): with HiGHS, where
+/// a split is written.
+fn runs_per_node_rescue(problem: &Problem<'_>) -> bool {
+    cfg!(feature = "highs") && per_node::split(problem).is_some()
 }
 
 /// Whether [`every_row`] solves a program of its own on `problem`: always in the pure-Rust
@@ -1254,7 +1310,8 @@ fn harder_solve(
 
 /// The diagnostic when no step found a plan: `no-feasible-plan` when the backtracking search
 /// was exhaustive, else `planner-failed` with what failed (the solver's stop or the lay-out),
-/// the steps tried (`harder`: whether the solve with more work was among them), and the model
+/// the steps tried (`harder`: whether the solve with more work and the program per node were
+/// among them: the program is not large), and the model
 /// whose replica the search could not place.
 fn failure(
     problem: &Problem<'_>,
@@ -1278,13 +1335,18 @@ fn failure(
         Diagnostic::error(
             codes::PLANNER_FAILED,
             format!(
-                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{})",
+                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{}{})",
                 match why {
                     Why::SolverFailed(_) if harder => ", the optimiser with more work",
                     Why::SolverFailed(_) => "",
                     Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
                 },
-                if runs_every_row(problem) { ", the optimiser with every spread row" } else { "" }
+                if runs_every_row(problem) { ", the optimiser with every spread row" } else { "" },
+                if harder && runs_per_node_rescue(problem) {
+                    ", the optimiser's program written node by node"
+                } else {
+                    ""
+                }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")

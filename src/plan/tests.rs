@@ -1583,3 +1583,37 @@ fn whole_counts_of_gpus_per_pool_lift_the_cost_bound_to_the_optimum() {
     assert_eq!(plan.quality.cost.used, Some(6.0));
     assert_eq!(plan.quality.cost.model_lower_bound, Some(6.0));
 }
+
+/// The cascade's last step before a failure, in the HiGHS build: the program written node by
+/// node with the exact rows (`strategy::per_node_rescue`). On the stuck fleet its counts lay
+/// out as a plan with every model's replicas that the verifier accepts; with a `spread: gpu`
+/// model of dedicated GPUs that wants more replicas than the fleet has GPUs, it proves that no
+/// plan exists, and the diagnostic names what the fleet lacks (two more one-GPU nodes, as the
+/// planner's own path says) instead of `planner-failed`. The pure-Rust build does not run it
+/// (microlp finds no solution of that program at the sizes where the step is needed).
+#[test]
+fn the_program_per_node_is_the_last_step_before_a_failure() {
+    let catalog = Catalog::builtin();
+    let mut tracer = super::Tracer { out: None, t0: std::time::Instant::now() };
+    let spec = stuck_fleet();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let rescued = crate::plan::strategy::per_node_rescue(&problem, false, None, &mut tracer);
+    if !cfg!(feature = "highs") {
+        assert!(rescued.is_none());
+        return;
+    }
+    let a = rescued.expect("the step runs").expect("a plan");
+    let first = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
+    assert_eq!(replicas_per_model(&a), replicas_per_model(&first));
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &a), Ok(()));
+    let mut over = stuck_fleet();
+    over.models[0].demand = crate::spec::Demand::Replicas(10);
+    let problem = crate::plan::problem::build(&over, &catalog);
+    let planner: &dyn Fn(&crate::plan::problem::Problem<'_>) -> bool = &super::plans_grown;
+    let failed = crate::plan::strategy::per_node_rescue(&problem, false, Some(planner), &mut tracer)
+        .expect("the step runs")
+        .expect_err("no plan");
+    let codes: Vec<&str> = failed.iter().map(|d| d.code).collect();
+    assert_eq!(codes, [crate::plan::codes::CAPACITY_EXCEEDED]);
+    assert!(failed.iter().any(|d| d.help.as_deref().is_some_and(|h| h.contains("add 2 ×"))), "{failed:?}");
+}
