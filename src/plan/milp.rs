@@ -512,7 +512,7 @@ pub(crate) fn whole_bound_within(problem: &Problem<'_>, gpu_floor: Option<f64>, 
     prog.build(&Pins::new(), &Caps::new());
     let Program { vars, cons, objective, large, .. } = prog;
     let value = objective.clone();
-    let bound = match run_to_stop(vars, objective, cons, 0.0, large, nodes, &[]).ok()? {
+    let bound = match run_nodes(vars, objective, cons, 0.0, large, nodes, &[]).ok()? {
         Stop::Solved(out) => {
             let reached = value.eval_with(&out.values);
             match (out.dual, out.optimal) {
@@ -1823,7 +1823,7 @@ fn run(
         let _ = budget;
         MICROLP_NODE_LIMIT * u64::from(work)
     };
-    run_nodes(vars, objective, cons, scale, large, cap.unwrap_or(nodes), start)
+    run_nodes(vars, objective, cons, scale, large, cap.unwrap_or(nodes), start).and_then(Stop::solved)
 }
 
 /// How the solver searches a program: whether it is large, whether its node limit is in
@@ -1900,23 +1900,7 @@ pub(crate) fn run_small(
     cons: Vec<Constraint>,
     nodes: u64,
 ) -> Result<HashMap<Variable, f64>, MilpError> {
-    run_nodes(vars, objective, cons, 0.0, false, nodes, &[]).map(|x| x.values)
-}
-
-/// [`run`] with the node limit given.
-fn run_nodes(
-    vars: ProblemVariables,
-    objective: Expression,
-    cons: Vec<Constraint>,
-    scale: f64,
-    large: bool,
-    nodes: u64,
-    start: &[(Variable, f64)],
-) -> Result<Outcome, MilpError> {
-    match run_to_stop(vars, objective, cons, scale, large, nodes, start)? {
-        Stop::Solved(outcome) => Ok(outcome),
-        Stop::NoSolution { why, .. } => Err(MilpError::Solver(why.to_owned())),
-    }
+    run_nodes(vars, objective, cons, 0.0, false, nodes, &[]).and_then(Stop::solved).map(|x| x.values)
 }
 
 /// Where a solve with a node limit stopped: with a solution, or without one, where the
@@ -1930,9 +1914,19 @@ enum Stop {
     },
 }
 
-/// [`run_nodes`], with the dual bound kept where the solver stopped at its node limit
-/// without a feasible solution ([`Stop::NoSolution`]).
-fn run_to_stop(
+impl Stop {
+    /// The solution, or the stop without one as a solver failure.
+    fn solved(self) -> Result<Outcome, MilpError> {
+        match self {
+            Stop::Solved(outcome) => Ok(outcome),
+            Stop::NoSolution { why, .. } => Err(MilpError::Solver(why.to_owned())),
+        }
+    }
+}
+
+/// [`run`] with the node limit given: where the solver stopped at it without a feasible
+/// solution, [`Stop::NoSolution`] with its dual bound ([`Stop::solved`] makes that a failure).
+fn run_nodes(
     vars: ProblemVariables,
     objective: Expression,
     cons: Vec<Constraint>,
