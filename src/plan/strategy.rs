@@ -1216,7 +1216,9 @@ fn every_row(
 /// program's (necessary conditions only) did not, and every plan cut node by node is one of
 /// its solutions: proven infeasible, no plan exists (the diagnostic then says why). Issue 23:
 /// a 100-GPU six-type priced stress fleet (fill 0.7, seed 2) that both builds ended in
-/// `planner-failed` plans on 115 of its 116 GPUs this way, in about two minutes. `None`
+/// `planner-failed` plans on 115 of its 116 GPUs this way, in about two minutes; on seed 3
+/// the program found no solution within its node budget, and with [`milp::HARDER_WORK`]
+/// times it one of 259.125 weights in 455 s. `None`
 /// where it does neither, where no split is written (more than
 /// [`per_node::MAX_SPLIT_NODES`] nodes), and in the pure-Rust build, whose branch and bound
 /// found no solution of that program within its node limit.
@@ -1231,12 +1233,22 @@ pub(crate) fn per_node_rescue(
     }
     let split = per_node::split(problem)?.with_spread_layouts();
     let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
-    let solved = split.solve(goal, &Pins::new(), milp::NodeRows::Exact, Pins::new(), 1);
-    tr!(
-        tracer,
-        "MILP per node with the exact rows, the last step: {:?}",
-        solved.as_ref().map(|r| format!("cost {:.3}", r.cost))
-    );
+    // Where its node budget ends without a solution, once more with [`milp::HARDER_WORK`]
+    // times the budget — not in the planning of a grown fleet (no `planner`), which only
+    // confirms an addition.
+    let works: &[u32] = if planner.is_some() { &[1, milp::HARDER_WORK] } else { &[1] };
+    let mut solved = Err(MilpError::Solver(String::new()));
+    for &work in works {
+        solved = split.solve(goal, &Pins::new(), milp::NodeRows::Exact, Pins::new(), work);
+        tr!(
+            tracer,
+            "MILP per node with the exact rows, the last step (work {work}): {:?}",
+            solved.as_ref().map(|r| format!("cost {:.3}", r.cost))
+        );
+        if !matches!(solved, Err(MilpError::Solver(_))) {
+            break;
+        }
+    }
     match solved {
         Err(MilpError::Infeasible) => {
             Some(Err(crate::plan::infeasible::explain(problem, &MilpError::Infeasible, planner)))
