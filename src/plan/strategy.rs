@@ -1218,36 +1218,35 @@ fn every_row(
 /// a 100-GPU six-type priced stress fleet (fill 0.7, seed 2) that both builds ended in
 /// `planner-failed` plans on 115 of its 116 GPUs this way, in about two minutes; on seed 3
 /// the program found no solution within its node budget, and with [`milp::HARDER_WORK`]
-/// times it one of 259.125 weights in 455 s. `None`
-/// where it does neither, where no split is written (more than
-/// [`per_node::MAX_SPLIT_NODES`] nodes), and in the pure-Rust build, whose branch and bound
-/// found no solution of that program within its node limit.
+/// times it one of 259.125 weights in 455 s. `None` where it does neither, where no split is
+/// written (more than [`per_node::MAX_SPLIT_NODES`] nodes), and in the pure-Rust build, whose
+/// branch and bound found no solution of that program within its node limit.
 pub(crate) fn per_node_rescue(
     problem: &Problem<'_>,
     large: bool,
     planner: crate::plan::infeasible::Planner<'_>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Result<Assignment, Diagnostics>> {
-    if large || !runs_per_node_rescue(problem) {
+    if large || !cfg!(feature = "highs") {
         return None;
     }
     let split = per_node::split(problem)?.with_spread_layouts();
     let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
-    // Where its node budget ends without a solution, once more with [`milp::HARDER_WORK`]
-    // times the budget — not in the planning of a grown fleet (no `planner`), which only
-    // confirms an addition.
-    let works: &[u32] = if planner.is_some() { &[1, milp::HARDER_WORK] } else { &[1] };
-    let mut solved = Err(MilpError::Solver(String::new()));
-    for &work in works {
-        solved = split.solve(goal, &Pins::new(), milp::NodeRows::Exact, Pins::new(), work);
+    let mut solve = |work: u32| {
+        let solved = split.solve(goal, &Pins::new(), milp::NodeRows::Exact, Pins::new(), work);
         tr!(
             tracer,
             "MILP per node with the exact rows, the last step (work {work}): {:?}",
             solved.as_ref().map(|r| format!("cost {:.3}", r.cost))
         );
-        if !matches!(solved, Err(MilpError::Solver(_))) {
-            break;
-        }
+        solved
+    };
+    let mut solved = solve(1);
+    // Where its node budget ends without a solution, once more with [`milp::HARDER_WORK`]
+    // times the budget — not in the planning of a grown fleet (no `planner`), which only
+    // confirms an addition.
+    if matches!(solved, Err(MilpError::Solver(_))) && planner.is_some() {
+        solved = solve(milp::HARDER_WORK);
     }
     match solved {
         Err(MilpError::Infeasible) => {
@@ -1259,7 +1258,7 @@ pub(crate) fn per_node_rescue(
 }
 
 /// Whether [`per_node_rescue`] solves a program on `problem` (not large): with HiGHS, where
-/// a split is written.
+/// a split is written (for the failure's wording; the step itself splits once).
 fn runs_per_node_rescue(problem: &Problem<'_>) -> bool {
     cfg!(feature = "highs") && per_node::split(problem).is_some()
 }
