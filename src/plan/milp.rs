@@ -543,11 +543,12 @@ const REPACK_NODES: u64 = 500;
 /// The program of a few nodes ([`crate::plan::repack`]; each a pool of one node whose
 /// candidates are [`crate::plan::per_node::Split::with_spread_layouts`]') with every row, the
 /// exact `spread: gpu` rows ([`NodeRows::Exact`]) among them, so that its counts lay out;
-/// capped at `cost_bound`, with at most [`REPACK_NODES`] branch-and-bound nodes: a
-/// neighbourhood is worth its solve only where a cheaper packing is found soon. A
-/// restriction: it proves nothing.
-pub(crate) fn solve_repack(problem: &Problem<'_>, cost_bound: f64) -> Result<MilpResult, MilpError> {
-    let goal = Goal::Plan { cost_bound: Some(cost_bound), gpu_floor: None };
+/// capped at `cost_bound` (none where the neighbourhood takes replicas no node has yet,
+/// [`crate::plan::repack::completed`]), with at most [`REPACK_NODES`] branch-and-bound nodes:
+/// a neighbourhood is worth its solve only where a packing is found soon. A restriction: it
+/// proves nothing.
+pub(crate) fn solve_repack(problem: &Problem<'_>, cost_bound: Option<f64>) -> Result<MilpResult, MilpError> {
+    let goal = Goal::Plan { cost_bound, gpu_floor: None };
     let mut prog = Program::per_node(problem, goal, Pins::new());
     prog.spread_rows = true;
     prog.profile_rows = true;

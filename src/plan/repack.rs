@@ -20,6 +20,10 @@
 //! time-sliced MIG instances, and nodes running a rate model (its replicas are counted by the
 //! requests they serve, which a neighbourhood would have to carry).
 //!
+//! The same neighbourhoods complete a partial plan ([`completed`], both builds, the cascade's
+//! last step before a failure): a node or a pair of nodes asked for what they run plus
+//! replicas no node runs yet, re-packed pairs freeing room where none takes them.
+//!
 //! Deterministic: the pairs come in a fixed order, and the search stops after a count of
 //! programs ([`REPACK_SOLVES`]), not a clock.
 
@@ -30,6 +34,7 @@ use crate::plan::bounds;
 use crate::plan::milp;
 use crate::plan::per_node;
 use crate::plan::problem::{Kind, Need, Opt, Problem};
+use crate::spec::Spread;
 
 /// Programs [`repacked`] solves at most (a count, not a clock).
 pub(crate) const REPACK_SOLVES: usize = 400;
@@ -62,7 +67,7 @@ pub(crate) fn repacked(
                 if enough(best.cost(problem)) || solves >= REPACK_SOLVES {
                     break 'pairs;
                 }
-                let Some(sub) = neighbourhood(problem, &best, &[x, y]) else { continue };
+                let Some(sub) = neighbourhood(problem, &best, &[x, y], &BTreeMap::new()) else { continue };
                 solves += 1;
                 if let Some(b) = repack(problem, &best, &[x, y], &sub) {
                     best = b;
@@ -76,6 +81,123 @@ pub(crate) fn repacked(
         }
     }
     improved.then_some(best)
+}
+
+/// Neighbourhood programs [`completed`] solves after its start or a re-pack before it stops
+/// (a count, not a clock).
+const COMPLETE_SOLVES: usize = 400;
+
+/// Times [`completed`] re-packs the plan so far ([`repacked`]) where no neighbourhood takes a
+/// replica.
+const COMPLETE_REPACKS: usize = 4;
+
+/// Nodes of most room among which [`completed`] also tries pairs, per model.
+const COMPLETE_PAIR_NODES: usize = 8;
+
+/// A plan from `a`, a partial one that leaves out the replicas `left` (one (model, pool, kind)
+/// entry each; [`assign::decompose_partial`]), each model's missing replicas placed by
+/// neighbourhood programs: one node, then a pair of nodes, of the pools where the model may run
+/// (most unused GPUs first), asked for what they run and some of the missing replicas (all, then
+/// half as many down to one), every row on each node ([`milp::solve_repack`] without a cap),
+/// laid out and put in place of those nodes. Every rule is per node, so what the other nodes
+/// run stays valid; the cost may grow. Where no neighbourhood takes a replica, the plan so far
+/// is re-packed ([`repacked`]: pairs of nodes onto fewer GPUs), which frees room, and the
+/// placing goes on (at most [`COMPLETE_REPACKS`] times). Spread models first (they have the
+/// fewest places), then the models with the most replicas missing, the larger first. `None`
+/// where some replica still finds no place, after [`COMPLETE_SOLVES`] programs since the last
+/// re-pack, or where a replica left out is a rate model's (its replicas count by the requests
+/// they serve, which a neighbourhood does not carry). Deterministic.
+pub(crate) fn completed(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    left: &assign::Deferred,
+) -> Option<Assignment> {
+    let mut missing: BTreeMap<usize, u32> = BTreeMap::new();
+    for &(m, _, _) in left {
+        if !matches!(problem.models.get(m)?.need, Need::Replicas(_)) {
+            return None;
+        }
+        *missing.entry(m).or_insert(0) += 1;
+    }
+    let size = |m: usize| -> f64 {
+        problem.models.get(m).map_or(0.0, |x| x.options.iter().map(|o| o.size).fold(0.0, f64::max))
+    };
+    let spread = |m: usize| problem.models.get(m).is_some_and(|x| x.spec.spread != Spread::None);
+    let mut order: Vec<(usize, u32)> = missing.into_iter().collect();
+    order.sort_by(|x, y| {
+        spread(y.0)
+            .cmp(&spread(x.0))
+            .then(y.1.cmp(&x.1))
+            .then(size(y.0).total_cmp(&size(x.0)))
+            .then(x.0.cmp(&y.0))
+    });
+    let mut a = a.clone();
+    let (mut solves, mut repacks) = (0, 0);
+    for (m, mut n) in order {
+        while n > 0 {
+            match placed_somewhere(problem, &a, m, n, &mut solves) {
+                Some((b, took)) => {
+                    a = b;
+                    n -= took;
+                }
+                None if repacks < COMPLETE_REPACKS => {
+                    repacks += 1;
+                    a = repacked(problem, &a, |_| false)?;
+                    solves = 0;
+                }
+                None => return None,
+            }
+        }
+    }
+    Some(a)
+}
+
+/// `a` with `n` replicas of model `m` placed by one neighbourhood program (else half as many,
+/// down to one), and how many it placed; `None` where no neighbourhood of [`completed`] takes
+/// one.
+fn placed_somewhere(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    m: usize,
+    n: u32,
+    solves: &mut usize,
+) -> Option<(Assignment, u32)> {
+    let model = problem.models.get(m)?;
+    let mut nodes: Vec<(usize, usize, usize)> = Vec::new();
+    for (pi, pa) in a.pools.iter().enumerate() {
+        if problem.pools.get(pi).is_none_or(|p| p.autoscaled()) || !model.options.iter().any(|o| o.pool == pi)
+        {
+            continue;
+        }
+        for (ni, node) in pa.nodes.iter().enumerate() {
+            nodes.push((node.gpus.len() - node.gpus_used(), pi, ni));
+        }
+    }
+    nodes.sort_by(|x, y| y.0.cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let singles = nodes.iter().map(|&(_, pi, ni)| vec![(pi, ni)]);
+    let roomy = &nodes[..nodes.len().min(COMPLETE_PAIR_NODES)];
+    let pairs = roomy.iter().enumerate().flat_map(|(i, &(_, pi, ni))| {
+        roomy[i + 1..].iter().map(move |&(_, pj, nj)| vec![(pi, ni), (pj, nj)])
+    });
+    let mut takes: Vec<u32> = vec![n];
+    while let Some(&t) = takes.last().filter(|&&t| t > 1) {
+        takes.push(t / 2);
+    }
+    for set in singles.chain(pairs) {
+        for &take in &takes {
+            if *solves >= COMPLETE_SOLVES {
+                return None;
+            }
+            let Some(sub) = neighbourhood(problem, a, &set, &BTreeMap::from([(m, take)])) else { break };
+            *solves += 1;
+            let Ok(r) = milp::solve_repack(&sub, None) else { continue };
+            let Some(b) = lay_out(&sub, &r).and_then(|laid| replaced(problem, a, &set, &sub, &laid)) else {
+                continue;
+            };
+            return Some((b, take));
+        }
+    }
+    None
 }
 
 /// The nodes of `a` that use a GPU, as (pool, node), in order.
@@ -92,10 +214,18 @@ fn in_use(a: &Assignment) -> Vec<(usize, usize)> {
 }
 
 /// The problem of `nodes` alone: each node a pool of one node, each model asking for the
-/// replicas it runs there, with its options on those nodes. `None` where a node is left out
-/// (module header).
-fn neighbourhood<'a>(problem: &Problem<'a>, a: &Assignment, nodes: &[(usize, usize)]) -> Option<Problem<'a>> {
+/// replicas it runs there and those `extra` adds (per model), with its options on those nodes.
+/// `None` where a node is left out (module header).
+fn neighbourhood<'a>(
+    problem: &Problem<'a>,
+    a: &Assignment,
+    nodes: &[(usize, usize)],
+    extra: &BTreeMap<usize, u32>,
+) -> Option<Problem<'a>> {
     let mut demand = vec![0u32; problem.models.len()];
+    for (&m, &n) in extra {
+        *demand.get_mut(m)? += n;
+    }
     let mut pools = Vec::new();
     for &(pi, ni) in nodes {
         let pool = problem.pools.get(pi)?;
@@ -148,26 +278,42 @@ fn repack(
             used * problem.pools[pi].weight
         })
         .sum();
-    let r = milp::solve_repack(sub, now - step(problem, nodes) + 1e-6);
+    let r = milp::solve_repack(sub, Some(now - step(problem, nodes) + 1e-6));
     let r = r.ok()?;
     if r.cost >= now - COST_EPSILON {
         return None;
     }
-    // The decompositions that solve no program of their own (the cascade's assignment program
-    // took up to 20 s on a pair of A100 nodes): exact, without the `spread: gpu` rule at
-    // placement and then made to pass it, or with first fit for what finds no room; the
-    // cheapest.
-    let laid = [
+    let laid = lay_out(sub, &r)?;
+    if laid.cost(sub) >= now - COST_EPSILON {
+        return None;
+    }
+    replaced(problem, a, nodes, sub, &laid)
+}
+
+/// The counts of a neighbourhood's program laid out on its nodes by the decompositions that
+/// solve no program of their own (the cascade's assignment program took up to 20 s on a pair
+/// of A100 nodes): exact, without the `spread: gpu` rule at placement and then made to pass
+/// it, or with first fit for what finds no room; the cheapest.
+fn lay_out(sub: &Problem<'_>, r: &milp::MilpResult) -> Option<Assignment> {
+    [
         assign::decompose(sub, &r.counts, &r.replicas, false),
         assign::decompose_unguarded(sub, &r.counts, &r.replicas),
         assign::decompose(sub, &r.counts, &r.replicas, true),
     ]
     .into_iter()
     .flatten()
-    .reduce(|a, b| if b.cost(sub) < a.cost(sub) - COST_EPSILON { b } else { a })?;
-    if laid.cost(sub) >= now - COST_EPSILON {
-        return None;
-    }
+    .reduce(|a, b| if b.cost(sub) < a.cost(sub) - COST_EPSILON { b } else { a })
+}
+
+/// `a` with each of `nodes` replaced by its node of `laid`, a plan of their problem `sub`, and
+/// the replica counts moved with them.
+fn replaced(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    nodes: &[(usize, usize)],
+    sub: &Problem<'_>,
+    laid: &Assignment,
+) -> Option<Assignment> {
     let mut b = a.clone();
     for (j, &(pi, ni)) in nodes.iter().enumerate() {
         let old = b.pools.get(pi)?.nodes.get(ni)?.replicas(problem);

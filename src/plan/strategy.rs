@@ -128,6 +128,9 @@ pub(crate) enum Step {
     /// The program written node by node with the exact rows ([`per_node_rescue`]), its
     /// counts laid out.
     PerNodeRescue,
+    /// The optimiser's counts laid out as far as they go, the replicas left out placed by
+    /// programs over one or two nodes ([`completion`]).
+    Completed,
 }
 
 impl Step {
@@ -156,6 +159,10 @@ impl Step {
             Step::EveryRow => "the optimiser with every spread row, its counts laid out on nodes,".to_owned(),
             Step::PerNodeRescue => {
                 "the optimiser's program written node by node, its counts laid out on nodes,".to_owned()
+            }
+            Step::Completed => {
+                "the optimiser's counts laid out as far as they go, with the replicas left out placed by programs over one or two nodes,"
+                    .to_owned()
             }
         }
     }
@@ -760,7 +767,9 @@ fn optimise(
             let (proven, sound) = (r.proven(), r.sound_proven());
             judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, sound, ..c })
         }
-        (Err(MilpError::Solver(e)), ffd) => rescue(problem, inputs, Why::SolverFailed(e), ffd, None, tracer),
+        (Err(MilpError::Solver(e)), ffd) => {
+            rescue(problem, inputs, Why::SolverFailed(e), ffd, None, None, tracer)
+        }
         (Err(MilpError::Infeasible), Some(f)) => Ok(Candidate::new(f, Method::FfdKeptNoSolution)),
         (Err(err), None) => Err(crate::plan::infeasible::explain(problem, &err, inputs.planner)),
     }
@@ -833,7 +842,7 @@ fn judge(
         }
         (None, ffd) => {
             let searched = searched_choices(problem, r).map(|a| (a, Step::ChoicesSearched));
-            rescue(problem, inputs, Why::NotDecomposed, ffd, searched, tracer)
+            rescue(problem, inputs, Why::NotDecomposed, ffd, searched, Some(r), tracer)
         }
     }
 }
@@ -1119,6 +1128,7 @@ fn rescue(
     why: Why,
     ffd: Option<Assignment>,
     found_earlier: Option<(Assignment, Step)>,
+    counts: Option<&MilpResult>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Candidate, Diagnostics> {
     let found = ffd.is_some();
@@ -1164,21 +1174,28 @@ fn rescue(
                 ..Candidate::new(f, Method::Fallback { why, by: Step::FfdSearch })
             }),
             // An exhaustive search proved that no plan exists on these nodes: it says so.
-            Err(stuck) if stuck.proven => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
+            Err(stuck) if stuck.proven => {
+                Err(failure(problem, &why, &stuck, !inputs.large, false, inputs.planner))
+            }
             Err(stuck) => {
+                let from = counts.map(|r| (&r.counts, r.replicas.clone())).or_else(|| {
+                    inputs.guide.zip(pref.as_ref()).map(|(lp, p)| (&lp.counts, exact_totals(problem, p)))
+                });
+                let completes = from.is_some();
                 let last = every_row(problem, inputs.planner, tracer)
                     .map(|r| r.map(|a| (a, Step::EveryRow)))
                     .or_else(|| {
                         per_node_rescue(problem, inputs.large, inputs.planner, tracer)
                             .map(|r| r.map(|a| (a, Step::PerNodeRescue)))
-                    });
+                    })
+                    .or_else(|| completion(problem, from, tracer).map(|a| Ok((a, Step::Completed))));
                 match last {
                     Some(Ok((a, by))) => {
                         tr!(tracer, "{}: {} GPUs, cost {:.3}", by.what(), a.gpus_used(), a.cost(problem));
                         Ok(Candidate::new(a, Method::Fallback { why, by }))
                     }
                     Some(Err(d)) => Err(d),
-                    None => Err(failure(problem, &why, &stuck, !inputs.large, inputs.planner)),
+                    None => Err(failure(problem, &why, &stuck, !inputs.large, completes, inputs.planner)),
                 }
             }
         },
@@ -1257,6 +1274,36 @@ pub(crate) fn per_node_rescue(
     }
 }
 
+/// The last step before a failure, in either build: `from` (the optimiser's counts and
+/// replica choices, or the relaxation's where the solver gave none) laid out as far as they
+/// go ([`assign::decompose_partial`]), and the replicas left out placed by programs over one
+/// node or a pair ([`crate::plan::repack::completed`]), each small enough for either solver.
+/// The pure-Rust build has no program per node ([`per_node_rescue`]) within microlp's reach on
+/// the fleets that need it (issue 23: the 100-GPU six-type stress fleet "mixed, priced", seed
+/// 2, filled to 65%, ended in `planner-failed` there and now plans; filled to 70% it still
+/// fails, every GPU in use with replicas missing). `None` where something stays unplaced.
+fn completion(
+    problem: &Problem<'_>,
+    from: Option<(&Vec<milp::PoolCounts>, Pins)>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Assignment> {
+    let (counts, replicas) = from?;
+    let (partial, left) = assign::decompose_partial(problem, counts, &replicas)?;
+    tr!(
+        tracer,
+        "counts laid out as far as they go: {} GPUs, {} replica(s) left out",
+        partial.gpus_used(),
+        left.len()
+    );
+    let done = crate::plan::repack::completed(problem, &partial, &left);
+    tr!(
+        tracer,
+        "replicas left out placed by neighbourhood programs: {:?}",
+        done.as_ref().map(|a| format!("{} GPUs, cost {:.3}", a.gpus_used(), a.cost(problem)))
+    );
+    done
+}
+
 /// Whether [`per_node_rescue`] solves a program on `problem` (not large): with HiGHS, where
 /// a split is written (for the failure's wording; the step itself splits once).
 fn runs_per_node_rescue(problem: &Problem<'_>) -> bool {
@@ -1329,6 +1376,7 @@ fn failure(
     why: &Why,
     stuck: &assign::Stuck,
     harder: bool,
+    completes: bool,
     planner: crate::plan::infeasible::Planner<'_>,
 ) -> Diagnostics {
     let mut d = if stuck.proven {
@@ -1346,7 +1394,7 @@ fn failure(
         Diagnostic::error(
             codes::PLANNER_FAILED,
             format!(
-                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{}{})",
+                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{}{}{})",
                 match why {
                     Why::SolverFailed(_) if harder => ", the optimiser with more work",
                     Why::SolverFailed(_) => "",
@@ -1357,7 +1405,8 @@ fn failure(
                     ", the optimiser's program written node by node"
                 } else {
                     ""
-                }
+                },
+                if completes { ", the counts completed by programs over one or two nodes" } else { "" }
             ),
         )
         .with_help("this is a planner limitation; please report it with the manifest")

@@ -1617,3 +1617,25 @@ fn the_program_per_node_is_the_last_step_before_a_failure() {
     assert_eq!(codes, [crate::plan::codes::CAPACITY_EXCEEDED]);
     assert!(failed.iter().any(|d| d.help.as_deref().is_some_and(|h| h.contains("add 2 ×"))), "{failed:?}");
 }
+
+/// The pure-Rust build's last step before a failure (`strategy::completion`): replicas a
+/// partial plan leaves out are placed by programs over one or two nodes
+/// (`repack::completed`). First fit's plan of the stuck fleet with two of its `spread: gpu`
+/// model's three replicas left out, completed, runs all three, and the verifier accepts it:
+/// the rules hold on the nodes the programs rewrote and on those they left alone.
+#[test]
+fn replicas_a_partial_plan_leaves_out_are_placed_by_programs_over_a_few_nodes() {
+    let catalog = Catalog::builtin();
+    let spec = stuck_fleet();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let mut fewer = stuck_fleet();
+    fewer.models[0].demand = crate::spec::Demand::Replicas(1);
+    let partial =
+        crate::plan::assign::ffd(&crate::plan::problem::build(&fewer, &catalog)).expect("first fit plans");
+    let (&(m, pool, kind), _) = partial.replicas.iter().find(|(k, _)| k.0 == 0).expect("model 0 runs");
+    let left = vec![(m, pool, kind); 2];
+    let done = crate::plan::repack::completed(&problem, &partial, &left).expect("a completed plan");
+    let full = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
+    assert_eq!(replicas_per_model(&done), replicas_per_model(&full));
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &done), Ok(()));
+}

@@ -86,11 +86,11 @@ fn decompose_best(
     repair: bool,
     lay: MigLay,
 ) -> Option<(Assignment, Deferred)> {
-    let packed = decompose_with(problem, counts, replicas, repair, false, lay);
+    let packed = decompose_with(problem, counts, replicas, repair, false, lay, false);
     if packed.as_ref().is_some_and(|x| x.1.is_empty()) {
         return packed;
     }
-    let balanced = decompose_with(problem, counts, replicas, repair, true, lay);
+    let balanced = decompose_with(problem, counts, replicas, repair, true, lay, false);
     match (packed, balanced) {
         (Some(p), Some(b)) => {
             let (pc, bc) = (p.0.cost(problem), b.0.cost(problem));
@@ -101,8 +101,30 @@ fn decompose_best(
     }
 }
 
+/// The counts laid out as far as the configured devices take them: the assignment, and the
+/// replicas (model, pool, kind of the optimiser's choice, one entry each) that found no room,
+/// left out instead of placed by first fit (the start of [`crate::plan::repack::completed`],
+/// which needs the room first fit would spend). Of the lay-outs with whole-GPU replicas packed
+/// and balanced, the one that leaves fewer out, the cheaper among equals. `None` where a node
+/// class finds no node.
+pub(crate) fn decompose_partial(
+    problem: &Problem<'_>,
+    counts: &[PoolCounts],
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+) -> Option<(Assignment, Deferred)> {
+    [false, true]
+        .into_iter()
+        .filter_map(|balanced| decompose_with(problem, counts, replicas, true, balanced, MigLay::Dealt, true))
+        .reduce(|p, b| {
+            let better = b.1.len() < p.1.len()
+                || (b.1.len() == p.1.len() && b.0.cost(problem) < p.0.cost(problem) - 1e-9);
+            if better { b } else { p }
+        })
+}
+
 /// [`decompose_deferred`] with whole-GPU replicas packed (first node with room) or
-/// `balanced` (the node with the most unused GPUs).
+/// `balanced` (the node with the most unused GPUs); with `leave_out`, the deferred replicas
+/// are not placed by first fit but returned ([`decompose_partial`]).
 fn decompose_with(
     problem: &Problem<'_>,
     counts: &[PoolCounts],
@@ -110,6 +132,7 @@ fn decompose_with(
     repair: bool,
     balanced: bool,
     lay: MigLay,
+    leave_out: bool,
 ) -> Option<(Assignment, Deferred)> {
     let mut a = empty(problem, |i| {
         let p = &problem.pools[i];
@@ -176,7 +199,7 @@ fn decompose_with(
     // choice or the model's other options (smallest first) on a configured device with room,
     // else on a grown one (extended layout, new GPU, new node).
     a.repaired = u32::try_from(deferred.len()).unwrap_or(u32::MAX);
-    if !place_deferred(problem, &mut a, deferred.clone()) {
+    if !leave_out && !place_deferred(problem, &mut a, deferred.clone()) {
         return None;
     }
     trim(problem, &mut a);

@@ -668,7 +668,9 @@ mod ffd;
 mod program;
 mod search;
 
-pub(crate) use decompose::{decompose, decompose_deferred, decompose_program, decompose_unguarded};
+pub(crate) use decompose::{
+    Deferred, decompose, decompose_deferred, decompose_partial, decompose_program, decompose_unguarded,
+};
 #[cfg(test)]
 pub(crate) use decompose::{replace_mig_spread, untangle_mig_spread};
 pub(crate) use empty::{KickBudget, empty_gpus, kicks_for};
