@@ -1139,10 +1139,11 @@ fn rescue(
             p
         })
     });
-    let laid = inputs
-        .guide
-        .zip(pref.as_ref())
-        .and_then(|(lp, pref)| assign::decompose(problem, &lp.counts, &exact_totals(problem, pref), true));
+    // The relaxation's counts with its replica choices made whole: laid out among the steps
+    // below, and completed by the last step where the solver gave no counts of its own.
+    let relaxed =
+        inputs.guide.zip(pref.as_ref()).map(|(lp, p)| (lp.counts.as_slice(), exact_totals(problem, p)));
+    let laid = relaxed.as_ref().and_then(|(c, totals)| assign::decompose(problem, c, totals, true));
     let steps = [
         laid.map(|a| (a, Some(Step::RelaxationLaidOut))),
         pref.as_ref().and_then(|p| assign::ffd_guided(problem, p)).map(|a| (a, Some(Step::FfdGuided))),
@@ -1178,9 +1179,9 @@ fn rescue(
                 Err(failure(problem, &why, &stuck, !inputs.large, false, inputs.planner))
             }
             Err(stuck) => {
-                let from = counts.map(|r| (&r.counts, r.replicas.clone())).or_else(|| {
-                    inputs.guide.zip(pref.as_ref()).map(|(lp, p)| (&lp.counts, exact_totals(problem, p)))
-                });
+                let from = counts
+                    .map(|r| (r.counts.as_slice(), &r.replicas))
+                    .or_else(|| relaxed.as_ref().map(|(c, totals)| (*c, totals)));
                 let completes = from.is_some();
                 let last = every_row(problem, inputs.planner, tracer)
                     .map(|r| r.map(|a| (a, Step::EveryRow)))
@@ -1284,11 +1285,11 @@ pub(crate) fn per_node_rescue(
 /// fails, every GPU in use with replicas missing). `None` where something stays unplaced.
 fn completion(
     problem: &Problem<'_>,
-    from: Option<(&Vec<milp::PoolCounts>, Pins)>,
+    from: Option<(&[milp::PoolCounts], &Pins)>,
     tracer: &mut Tracer<'_>,
 ) -> Option<Assignment> {
     let (counts, replicas) = from?;
-    let (partial, left) = assign::decompose_partial(problem, counts, &replicas)?;
+    let (partial, left) = assign::decompose_partial(problem, counts, replicas)?;
     tr!(
         tracer,
         "counts laid out as far as they go: {} GPUs, {} replica(s) left out",
