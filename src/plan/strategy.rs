@@ -131,6 +131,8 @@ pub(crate) enum Step {
     /// The optimiser's counts laid out as far as they go, the replicas left out placed by
     /// programs over one or two nodes ([`completion`]).
     Completed,
+    /// [`Step::EmptyGpus`] from the plan alone, without kicks (large programs, [`emptied`]).
+    EmptyGpusOnce,
 }
 
 impl Step {
@@ -154,6 +156,10 @@ impl Step {
             }
             Step::EmptyGpus => {
                 "a local search that empties GPUs, moving their replicas to room on the other GPUs in use (from this plan and from first fit's, with kicks that move several GPUs' replicas at once),"
+                    .to_owned()
+            }
+            Step::EmptyGpusOnce => {
+                "a local search that empties GPUs, moving their replicas to room on the other GPUs in use,"
                     .to_owned()
             }
             Step::EveryRow => "the optimiser with every spread row, its counts laid out on nodes,".to_owned(),
@@ -655,10 +661,29 @@ fn neighbourhoods(
 /// for the bound: the same starts, no pairs re-packed, a [`PAST_TARGET_KICK_SHARE`]th of the
 /// kicks, stopping at the bound ([`at_bound`]). Not
 /// where a pool runs layouts today (the program weighs keeping them, the search does not) nor
-/// on a plan a first-fit search made (it stands for the first-fit figure).
+/// on a plan a first-fit search made (it stands for the first-fit figure). On a large
+/// program, only the search from the plan, where it is outside the target and uses at most
+/// [`LARGE_EMPTY_MAX_GPUS`] GPUs.
 fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {
     let runs_today = problem.pools.iter().any(|p| !p.spec.current.is_empty());
     let bound = planners_bound(inputs, &c);
+    if inputs.large
+        && !(c.proved
+            || c.searched
+            || runs_today
+            || c.assignment.gpus_used() > LARGE_EMPTY_MAX_GPUS
+            || within_target(c.assignment.cost(problem), bound))
+        && let Some(e) =
+            assign::empty_gpus(problem, &c.assignment).filter(|e| cheaper(problem, e, &c.assignment))
+    {
+        tr!(tracer, "GPUs emptied from the plan: {} GPUs, cost {:.3}", e.gpus_used(), e.cost(problem));
+        return Candidate {
+            assignment: e,
+            method: Method::Then { first: Box::new(c.method), by: Step::EmptyGpusOnce },
+            proved: false,
+            ..c
+        };
+    }
     if inputs.large
         || c.proved
         || c.searched
@@ -1118,11 +1143,12 @@ fn tighten(
 /// laid out, first fit guided by it and first fit in other orders (all linear in the
 /// replicas), the cheapest kept; when the solver stopped early on a program that is not large
 /// and that is not within the quality target of the relaxation, the optimiser again with more
-/// work; then
+/// work; on a large program in that case instead, the counts (the optimiser's, else the
+/// relaxation's) completed ([`completion`]); where nothing gave a plan,
 /// first-fit-decreasing with backtracking. `found`: a plan an earlier step of the optimiser's
 /// path found ([`searched_choices`]), among the candidates. `Err` names the true cause
 /// ([`failure`]).
-fn rescue(
+pub(crate) fn rescue(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
     why: Why,
@@ -1162,6 +1188,16 @@ fn rescue(
         let harder = harder_solve(problem, inputs, best.as_ref().map(|x| x.0.cost(problem)), tracer);
         best = keep_cheaper_by(problem, best, harder.map(|a| (a, Some(Step::HarderSolve))), |x| &x.0);
     }
+    // Large programs instead: the counts laid out as far as they go and completed by programs
+    // over one or two nodes (the 1,024-GPU stress fleets of the pure-Rust build, where microlp
+    // found no solution and first fit's plan was kept: docs/benchmarks.md).
+    let from = counts
+        .map(|r| (r.counts.as_slice(), &r.replicas))
+        .or_else(|| relaxed.as_ref().map(|(c, totals)| (*c, totals)));
+    if far && inputs.large && best.is_some() {
+        let done = completion(problem, from, tracer);
+        best = keep_cheaper_by(problem, best, done.map(|a| (a, Some(Step::Completed))), |x| &x.0);
+    }
     match best {
         Some((f, None)) => Ok(Candidate::new(f, Method::FfdKept(why))),
         Some((a, Some(by))) => {
@@ -1179,9 +1215,6 @@ fn rescue(
                 Err(failure(problem, &why, &stuck, !inputs.large, false, inputs.planner))
             }
             Err(stuck) => {
-                let from = counts
-                    .map(|r| (r.counts.as_slice(), &r.replicas))
-                    .or_else(|| relaxed.as_ref().map(|(c, totals)| (*c, totals)));
                 let completes = from.is_some();
                 let last = every_row(problem, inputs.planner, tracer)
                     .map(|r| r.map(|a| (a, Step::EveryRow)))
@@ -1341,6 +1374,11 @@ fn within_target(cost: f64, bound: f64) -> bool {
 /// compute", seed 4: 21 GPUs, and 20 after the kicks), while a full search on a 100-GPU fleet
 /// takes minutes for a plan already within the target.
 const PAST_TARGET_KICK_SHARE: usize = 20;
+
+/// GPUs in use above which a large program's plan is not searched for GPUs to empty
+/// ([`emptied`]): one search from a 1,024-GPU stress fleet's plan of 478 GPUs took 16 s
+/// (pure-Rust build, docs/benchmarks.md); the 10,000-GPU fleets' plans use 3,000 to 6,000.
+const LARGE_EMPTY_MAX_GPUS: u64 = 2_048;
 
 /// Whether a plan of weighted cost `cost` is at the planner's `bound`: no plan of the
 /// planner's model costs a whole step less (one GPU unpriced, the prices' step priced:

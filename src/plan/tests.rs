@@ -1639,3 +1639,45 @@ fn replicas_a_partial_plan_leaves_out_are_placed_by_programs_over_a_few_nodes() 
     assert_eq!(replicas_per_model(&done), replicas_per_model(&full));
     assert_eq!(built_and_verified(&spec, &catalog, &problem, &done), Ok(()));
 }
+
+/// On a large program, where the optimiser's path gave no plan of its own and the best the
+/// rescue has is outside the target, the counts laid out as far as they go and completed by
+/// programs over one or two nodes are a candidate (`strategy::rescue`): the stuck fleet marked
+/// large, its optimal counts (4 GPUs) not laid out by the cascade, first fit's plans on 6 GPUs,
+/// plans on 4 by that step; the same inputs on a program that is not large keep first fit.
+/// (The 1,024-GPU stress fleets where microlp finds no solution: docs/benchmarks.md.)
+#[test]
+fn a_large_programs_rescue_completes_the_counts_where_first_fit_is_far() {
+    use crate::plan::milp::{Goal, Pins};
+    use crate::plan::strategy::{self, Inputs, Method, Step, Why};
+    let catalog = Catalog::builtin();
+    let spec = stuck_fleet();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let counts =
+        crate::plan::milp::solve(&problem, Goal::Plan { cost_bound: None, gpu_floor: None }, &Pins::new())
+            .expect("the optimiser's counts");
+    let valid = crate::plan::bounds::valid_bound(&problem);
+    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
+    let rescued = |large: bool, tracer: &mut crate::plan::Tracer<'_>| {
+        let inputs = Inputs {
+            goal: Goal::Bound,
+            guide: None,
+            relaxed: None,
+            bound: None,
+            large,
+            preferred: None,
+            valid: &valid,
+            planner: None,
+            improve: true,
+        };
+        let ffd = crate::plan::assign::ffd(&problem);
+        strategy::rescue(&problem, &inputs, Why::NotDecomposed, ffd, None, Some(&counts), tracer)
+            .expect("a plan")
+    };
+    let large = rescued(true, &mut tracer);
+    assert_eq!(large.assignment.gpus_used(), 4);
+    assert!(matches!(large.method, Method::Fallback { by: Step::Completed, .. }), "{:?}", large.method);
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &large.assignment), Ok(()));
+    let small = rescued(false, &mut tracer);
+    assert_eq!(small.assignment.gpus_used(), 6);
+}
