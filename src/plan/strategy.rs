@@ -1190,11 +1190,12 @@ pub(crate) fn rescue(
     }
     // Large programs instead: the counts laid out as far as they go and completed by programs
     // over one or two nodes (the 1,024-GPU stress fleets of the pure-Rust build, where microlp
-    // found no solution and first fit's plan was kept: docs/benchmarks.md).
+    // found no solution and first fit's plan was kept: docs/benchmarks.md). Not where a grown
+    // fleet only asks whether a plan exists (it has one).
     let from = counts
         .map(|r| (r.counts.as_slice(), &r.replicas))
         .or_else(|| relaxed.as_ref().map(|(c, totals)| (*c, totals)));
-    if far && inputs.large && best.is_some() {
+    if far && inputs.large && inputs.improve && best.is_some() {
         let done = completion(problem, from, tracer);
         best = keep_cheaper_by(problem, best, done.map(|a| (a, Some(Step::Completed))), |x| &x.0);
     }
