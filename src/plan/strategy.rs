@@ -667,27 +667,16 @@ fn neighbourhoods(
 fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {
     let runs_today = problem.pools.iter().any(|p| !p.spec.current.is_empty());
     let bound = planners_bound(inputs, &c);
-    if inputs.large
-        && !(c.proved
-            || c.searched
-            || runs_today
-            || c.assignment.gpus_used() > LARGE_EMPTY_MAX_GPUS
-            || within_target(c.assignment.cost(problem), bound))
-        && let Some(e) =
-            assign::empty_gpus(problem, &c.assignment).filter(|e| cheaper(problem, e, &c.assignment))
-    {
-        tr!(tracer, "GPUs emptied from the plan: {} GPUs, cost {:.3}", e.gpus_used(), e.cost(problem));
-        return Candidate {
-            assignment: e,
-            method: Method::Then { first: Box::new(c.method), by: Step::EmptyGpusOnce },
-            proved: false,
-            ..c
+    let settled = c.proved || c.searched || runs_today;
+    if inputs.large {
+        let far = !within_target(c.assignment.cost(problem), bound);
+        return if !settled && far && c.assignment.gpus_used() <= LARGE_EMPTY_MAX_GPUS {
+            emptied_once(problem, c, tracer)
+        } else {
+            c
         };
     }
-    if inputs.large
-        || c.proved
-        || c.searched
-        || runs_today
+    if settled
         || meets_valid_bound(problem, inputs, &c.assignment)
         || at_bound(problem, c.assignment.cost(problem), bound)
     {
@@ -740,6 +729,22 @@ fn emptied(problem: &Problem<'_>, inputs: &Inputs<'_>, c: Candidate, tracer: &mu
             ..c
         },
         None => c,
+    }
+}
+
+/// Step on a large program ([`emptied`]): the search that empties GPUs from the plan alone,
+/// no other starts, no kicks; its plan kept when cheaper.
+fn emptied_once(problem: &Problem<'_>, c: Candidate, tracer: &mut Tracer<'_>) -> Candidate {
+    let Some(e) = assign::empty_gpus(problem, &c.assignment).filter(|e| cheaper(problem, e, &c.assignment))
+    else {
+        return c;
+    };
+    tr!(tracer, "GPUs emptied from the plan: {} GPUs, cost {:.3}", e.gpus_used(), e.cost(problem));
+    Candidate {
+        assignment: e,
+        method: Method::Then { first: Box::new(c.method), by: Step::EmptyGpusOnce },
+        proved: false,
+        ..c
     }
 }
 
