@@ -94,19 +94,28 @@ const COMPLETE_REPACKS: usize = 4;
 /// Nodes of most room among which [`completed`] also tries pairs, per model.
 const COMPLETE_PAIR_NODES: usize = 8;
 
+/// Programs [`completed`] solves at most, over the whole completion, to eject replicas
+/// ([`ejected`]) where no neighbourhood takes one (a count, not a clock).
+const EJECT_SOLVES: usize = 400;
+
+/// Models [`ejected`] tries to eject per node, the fewest GPUs' worth first.
+const EJECT_MODELS: usize = 3;
+
 /// A plan from `a`, a partial one that leaves out the replicas `left` (one (model, pool, kind)
 /// entry each; [`assign::decompose_partial`]), each model's missing replicas placed by
 /// neighbourhood programs: one node, then a pair of nodes, of the pools where the model may run
 /// (most unused GPUs first), asked for what they run and some of the missing replicas (all, then
 /// half as many down to one), every row on each node ([`milp::solve_repack`] without a cap),
 /// laid out and put in place of those nodes. Every rule is per node, so what the other nodes
-/// run stays valid; the cost may grow. Where no neighbourhood takes a replica, the plan so far
-/// is re-packed ([`repacked`]: pairs of nodes onto fewer GPUs), which frees room, and the
-/// placing goes on (at most [`COMPLETE_REPACKS`] times). Spread models first (they have the
-/// fewest places), then the models with the most replicas missing, the larger first. `None`
-/// where some replica still finds no place, after [`COMPLETE_SOLVES`] programs since the last
-/// re-pack, or where a replica left out is a rate model's (its replicas count by the requests
-/// they serve, which a neighbourhood does not carry). Deterministic.
+/// run stays valid; the cost may grow. Where no neighbourhood takes a replica, one node is asked
+/// for it *instead of* the replicas of another model it runs ([`ejected`]: an ejection chain,
+/// the ejected replicas missing in turn, to go where there is room), and where that fails too,
+/// the plan so far is re-packed ([`repacked`]: pairs of nodes onto fewer GPUs), which frees
+/// room, and the placing goes on (at most [`COMPLETE_REPACKS`] times). Spread models first
+/// (they have the fewest places), then the models with the most replicas missing, the larger
+/// first. `None` where some replica still finds no place, after [`COMPLETE_SOLVES`] programs
+/// since the last re-pack, or where a replica left out is a rate model's (its replicas count by
+/// the requests they serve, which a neighbourhood does not carry). Deterministic.
 pub(crate) fn completed(
     problem: &Problem<'_>,
     a: &Assignment,
@@ -123,33 +132,123 @@ pub(crate) fn completed(
         problem.models.get(m).map_or(0.0, |x| x.options.iter().map(|o| o.size).fold(0.0, f64::max))
     };
     let spread = |m: usize| problem.models.get(m).is_some_and(|x| x.spec.spread != Spread::None);
-    let mut order: Vec<(usize, u32)> = missing.into_iter().collect();
-    order.sort_by(|x, y| {
-        spread(y.0)
-            .cmp(&spread(x.0))
-            .then(y.1.cmp(&x.1))
-            .then(size(y.0).total_cmp(&size(x.0)))
-            .then(x.0.cmp(&y.0))
-    });
     let mut a = a.clone();
-    let (mut solves, mut repacks) = (0, 0);
-    for (m, mut n) in order {
-        while n > 0 {
-            match placed_somewhere(problem, &a, m, n, &mut solves) {
-                Some((b, took)) => {
-                    a = b;
-                    n -= took;
-                }
+    let (mut solves, mut repacks, mut eject_solves) = (0, 0, 0);
+    let mut current: Option<usize> = None;
+    loop {
+        let next = current.filter(|m| missing.contains_key(m)).or_else(|| {
+            missing.keys().copied().max_by(|&x, &y| {
+                spread(x)
+                    .cmp(&spread(y))
+                    .then(missing[&x].cmp(&missing[&y]))
+                    .then(size(x).total_cmp(&size(y)))
+                    .then(y.cmp(&x))
+            })
+        });
+        let Some(m) = next else { break };
+        current = Some(m);
+        let n = missing.get(&m).copied().unwrap_or(0);
+        let (b, placed, out) = match placed_somewhere(problem, &a, m, n, &mut solves) {
+            Some((b, took)) => (b, took, None),
+            None => match ejected(problem, &a, m, &mut eject_solves) {
+                Some((b, e, k)) => (b, 1, Some((e, k))),
                 None if repacks < COMPLETE_REPACKS => {
                     repacks += 1;
                     a = repacked(problem, &a, |_| false)?;
                     solves = 0;
+                    continue;
                 }
                 None => return None,
-            }
+            },
+        };
+        a = b;
+        if n == placed {
+            missing.remove(&m);
+        } else {
+            missing.insert(m, n - placed);
+        }
+        if let Some((e, k)) = out {
+            *missing.entry(e).or_insert(0) += k;
         }
     }
     Some(a)
+}
+
+/// `a` with one replica of model `m` placed on one node in place of every replica another
+/// model runs there, the model ejected and how many replicas it lost; `None` where no node
+/// takes it so. The ejected model has no spread rule and counts replicas, so it may go to any
+/// node with room; models that may run in a pool with unused GPUs are tried first, then the
+/// fewest GPUs' worth on the node ([`EJECT_MODELS`] per node, the nodes of most room first,
+/// [`EJECT_SOLVES`] programs over the whole completion).
+fn ejected(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    m: usize,
+    solves: &mut usize,
+) -> Option<(Assignment, usize, u32)> {
+    let roomy: Vec<bool> = a
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(pi, pa)| {
+            problem.pools.get(pi).is_some_and(|p| !p.autoscaled())
+                && pa.nodes.iter().any(|n| n.gpus_used() < n.gpus.len())
+        })
+        .collect();
+    for (pi, ni) in nodes_of(problem, a, m) {
+        let node = a.pools.get(pi)?.nodes.get(ni)?;
+        let mut share: BTreeMap<usize, (f64, u32)> = BTreeMap::new();
+        for ((e, kind), k) in node.replicas(problem) {
+            let Some(other) = problem.models.get(e) else { continue };
+            if e == m || other.spec.spread != Spread::None || !matches!(other.need, Need::Replicas(_)) {
+                continue;
+            }
+            let size = other.options.iter().find(|o| o.pool == pi && o.kind == kind).map_or(1.0, |o| o.size);
+            let s = share.entry(e).or_insert((0.0, 0));
+            s.0 += size * f64::from(k);
+            s.1 += k;
+        }
+        let elsewhere = |e: usize| {
+            problem.models.get(e).is_some_and(|x| x.options.iter().any(|o| roomy.get(o.pool) == Some(&true)))
+        };
+        let mut candidates: Vec<(usize, (f64, u32))> = share.into_iter().collect();
+        candidates.sort_by(|x, y| {
+            elsewhere(y.0).cmp(&elsewhere(x.0)).then(x.1.0.total_cmp(&y.1.0)).then(x.0.cmp(&y.0))
+        });
+        for &(e, (_, on_node)) in candidates.iter().take(EJECT_MODELS) {
+            if *solves >= EJECT_SOLVES {
+                return None;
+            }
+            let extra = BTreeMap::from([(m, 1), (e, -i64::from(on_node))]);
+            let Some(sub) = neighbourhood(problem, a, &[(pi, ni)], &extra) else { break };
+            *solves += 1;
+            let Ok(r) = milp::solve_repack(&sub, None) else { continue };
+            let Some(b) = lay_out(&sub, &r).and_then(|laid| replaced(problem, a, &[(pi, ni)], &sub, &laid))
+            else {
+                continue;
+            };
+            return Some((b, e, on_node));
+        }
+    }
+    None
+}
+
+/// The nodes of the pools where model `m` may run (not autoscaled), most unused GPUs first,
+/// as (pool, node).
+fn nodes_of(problem: &Problem<'_>, a: &Assignment, m: usize) -> Vec<(usize, usize)> {
+    let Some(model) = problem.models.get(m) else { return Vec::new() };
+    let mut nodes: Vec<(usize, usize, usize)> = Vec::new();
+    for (pi, pa) in a.pools.iter().enumerate() {
+        if problem.pools.get(pi).is_none_or(|p| p.autoscaled()) || !model.options.iter().any(|o| o.pool == pi)
+        {
+            continue;
+        }
+        for (ni, node) in pa.nodes.iter().enumerate() {
+            nodes.push((node.gpus.len() - node.gpus_used(), pi, ni));
+        }
+    }
+    nodes.sort_by(|x, y| y.0.cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    nodes.into_iter().map(|(_, pi, ni)| (pi, ni)).collect()
 }
 
 /// `a` with `n` replicas of model `m` placed by one neighbourhood program (else half as many,
@@ -162,23 +261,10 @@ fn placed_somewhere(
     n: u32,
     solves: &mut usize,
 ) -> Option<(Assignment, u32)> {
-    let model = problem.models.get(m)?;
-    let mut nodes: Vec<(usize, usize, usize)> = Vec::new();
-    for (pi, pa) in a.pools.iter().enumerate() {
-        if problem.pools.get(pi).is_none_or(|p| p.autoscaled()) || !model.options.iter().any(|o| o.pool == pi)
-        {
-            continue;
-        }
-        for (ni, node) in pa.nodes.iter().enumerate() {
-            nodes.push((node.gpus.len() - node.gpus_used(), pi, ni));
-        }
-    }
-    nodes.sort_by(|x, y| y.0.cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
-    let singles = nodes.iter().map(|&(_, pi, ni)| vec![(pi, ni)]);
+    let nodes = nodes_of(problem, a, m);
+    let singles = nodes.iter().map(|&x| vec![x]);
     let roomy = &nodes[..nodes.len().min(COMPLETE_PAIR_NODES)];
-    let pairs = roomy.iter().enumerate().flat_map(|(i, &(_, pi, ni))| {
-        roomy[i + 1..].iter().map(move |&(_, pj, nj)| vec![(pi, ni), (pj, nj)])
-    });
+    let pairs = roomy.iter().enumerate().flat_map(|(i, &x)| roomy[i + 1..].iter().map(move |&y| vec![x, y]));
     let mut takes: Vec<u32> = vec![n];
     while let Some(&t) = takes.last().filter(|&&t| t > 1) {
         takes.push(t / 2);
@@ -188,7 +274,9 @@ fn placed_somewhere(
             if *solves >= COMPLETE_SOLVES {
                 return None;
             }
-            let Some(sub) = neighbourhood(problem, a, &set, &BTreeMap::from([(m, take)])) else { break };
+            let Some(sub) = neighbourhood(problem, a, &set, &BTreeMap::from([(m, i64::from(take))])) else {
+                break;
+            };
             *solves += 1;
             let Ok(r) = milp::solve_repack(&sub, None) else { continue };
             let Some(b) = lay_out(&sub, &r).and_then(|laid| replaced(problem, a, &set, &sub, &laid)) else {
@@ -214,15 +302,16 @@ fn in_use(a: &Assignment) -> Vec<(usize, usize)> {
 }
 
 /// The problem of `nodes` alone: each node a pool of one node, each model asking for the
-/// replicas it runs there and those `extra` adds (per model), with its options on those nodes.
-/// `None` where a node is left out (module header).
+/// replicas it runs there and those `extra` adds (per model; a negative count takes replicas
+/// away), with its options on those nodes. `None` where a node is left out (module header) or
+/// a model would ask for fewer than none.
 fn neighbourhood<'a>(
     problem: &Problem<'a>,
     a: &Assignment,
     nodes: &[(usize, usize)],
-    extra: &BTreeMap<usize, u32>,
+    extra: &BTreeMap<usize, i64>,
 ) -> Option<Problem<'a>> {
-    let mut demand = vec![0u32; problem.models.len()];
+    let mut demand = vec![0i64; problem.models.len()];
     for (&m, &n) in extra {
         *demand.get_mut(m)? += n;
     }
@@ -238,10 +327,11 @@ fn neighbourhood<'a>(
             if !matches!(model.need, Need::Replicas(_)) {
                 return None;
             }
-            *demand.get_mut(m)? += n;
+            *demand.get_mut(m)? += i64::from(n);
         }
         pools.push(per_node::one_node_pool(pool, pool.node_name(ni)));
     }
+    let demand: Vec<u32> = demand.into_iter().map(u32::try_from).collect::<Result<_, _>>().ok()?;
     let models = problem
         .models
         .iter()

@@ -1681,3 +1681,35 @@ fn a_large_programs_rescue_completes_the_counts_where_first_fit_is_far() {
     let small = rescued(false, &mut tracer);
     assert_eq!(small.assignment.gpus_used(), 6);
 }
+
+/// Where no neighbourhood takes a missing replica, the completion asks a node for it instead of
+/// another model's replicas there, which go where there is room (`repack::completed`, an
+/// ejection chain): a dedicated 40 GiB replica that only the one A100 can hold, missing from a
+/// partial plan whose small shared replica sits on that A100, is placed there, and the small
+/// one moves to the L4; the verifier accepts the plan. Without the chain no program over the
+/// A100's node (the only node the large model may use) takes it, and re-packing frees nothing.
+#[test]
+fn a_completion_ejects_a_replica_that_blocks_the_only_node_a_missing_one_fits() {
+    let catalog = Catalog::builtin();
+    let pools = vec![
+        crate::bench::pool("p0", "A100-SXM4-80GB", 1, vec!["p0-n1".to_owned()]),
+        crate::bench::pool("p1", "L4", 1, vec!["p1-n1".to_owned()]),
+    ];
+    let spec = crate::bench::spec("p", pools, generated_models(&[(40, 0, 1, 2, 0), (10, 0, 1, 0, 0)]));
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let mut fewer = spec.clone();
+    fewer.models[0].demand = crate::spec::Demand::Replicas(0);
+    fewer.pools[1].nodes = crate::spec::Nodes::Named(vec![]);
+    let mut partial =
+        crate::plan::assign::ffd(&crate::plan::problem::build(&fewer, &catalog)).expect("first fit plans");
+    assert!(partial.replicas.keys().all(|k| k.0 == 1 && k.1 == 0), "{:?}", partial.replicas);
+    // The L4 node, unused, as the full problem has it.
+    partial.pools[1].nodes =
+        vec![crate::plan::assign::NodeA { gpus: vec![crate::plan::assign::Dev::Unused] }];
+    let kind = problem.models[0].options.iter().find(|o| o.pool == 0).expect("the A100 serves model 0").kind;
+    let done =
+        crate::plan::repack::completed(&problem, &partial, &vec![(0, 0, kind)]).expect("a completed plan");
+    assert_eq!(replicas_per_model(&done), std::collections::BTreeMap::from([(0, 1), (1, 1)]));
+    assert_eq!(done.gpus_used(), 2);
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &done), Ok(()));
+}
