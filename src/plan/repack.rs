@@ -222,12 +222,9 @@ fn ejected(
             let extra = BTreeMap::from([(m, 1), (e, -i64::from(on_node))]);
             let Some(sub) = neighbourhood(problem, a, &[(pi, ni)], &extra) else { break };
             *solves += 1;
-            let Ok(r) = milp::solve_repack(&sub, None) else { continue };
-            let Some(b) = lay_out(&sub, &r).and_then(|laid| replaced(problem, a, &[(pi, ni)], &sub, &laid))
-            else {
-                continue;
-            };
-            return Some((b, e, on_node));
+            if let Some(b) = rewritten(problem, a, &[(pi, ni)], &sub) {
+                return Some((b, e, on_node));
+            }
         }
     }
     None
@@ -278,11 +275,9 @@ fn placed_somewhere(
                 break;
             };
             *solves += 1;
-            let Ok(r) = milp::solve_repack(&sub, None) else { continue };
-            let Some(b) = lay_out(&sub, &r).and_then(|laid| replaced(problem, a, &set, &sub, &laid)) else {
-                continue;
-            };
-            return Some((b, take));
+            if let Some(b) = rewritten(problem, a, &set, &sub) {
+                return Some((b, take));
+            }
         }
     }
     None
@@ -351,6 +346,19 @@ fn neighbourhood<'a>(
         })
         .collect();
     Some(crate::plan::problem::widened(&Problem { pools, models, ..problem.clone() }))
+}
+
+/// `a` with `nodes` replaced by a solution of their problem `sub` (uncapped: the cost may
+/// grow) laid out; `None` where the program or its lay-out finds none. The completion's
+/// neighbourhoods ([`placed_somewhere`], [`ejected`]).
+fn rewritten(
+    problem: &Problem<'_>,
+    a: &Assignment,
+    nodes: &[(usize, usize)],
+    sub: &Problem<'_>,
+) -> Option<Assignment> {
+    let r = milp::solve_repack(sub, None).ok()?;
+    replaced(problem, a, nodes, sub, &lay_out(sub, &r)?)
 }
 
 /// `a` with `nodes` replaced by the optimum of their problem `sub` laid out, when that costs
