@@ -1351,6 +1351,54 @@ fn kicks_find_a_cheaper_plan_where_emptying_single_gpus_stops() {
     assert_eq!(built_and_verified(&spec, &catalog, &problem, &kicked), Ok(()));
 }
 
+/// On a large program, a plan outside the target gets a few kicks after the search that
+/// empties GPUs (`strategy::emptied`, issue 23: the pure-Rust build's 1,024-GPU stress fleets,
+/// where the search alone stopped above the target): the stuck fleet marked large, first fit's
+/// plan emptied as far as single GPUs leave (6 GPUs) and then kicked to 4, the optimum, which
+/// the verifier accepts; the step is named in the plan's reasons. Within the target already,
+/// the plan is kept as it is.
+#[test]
+fn a_large_programs_plan_outside_the_target_gets_kicks_after_the_search() {
+    use crate::plan::strategy::{self, Candidate, Inputs, Method, Step};
+    let spec = stuck_fleet();
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let first = crate::plan::assign::ffd_every_order(&problem).into_iter().next().expect("first fit plans");
+    let searched = crate::plan::assign::empty_gpus(&problem, &first).unwrap_or_else(|| first.clone());
+    assert_eq!(searched.gpus_used(), 6, "the search alone must stop above the optimum");
+    let valid = crate::plan::bounds::valid_bound(&problem);
+    let inputs = |bound: f64| Inputs {
+        goal: crate::plan::milp::Goal::Bound,
+        guide: None,
+        relaxed: None,
+        bound: Some(bound),
+        large: true,
+        preferred: None,
+        valid: &valid,
+        planner: None,
+        improve: true,
+    };
+    let candidate = || Candidate {
+        assignment: first.clone(),
+        method: Method::FfdKeptNoSolution,
+        proved: false,
+        searched: false,
+        proven: None,
+        sound: None,
+    };
+    let mut tracer = crate::plan::Tracer { out: None, t0: std::time::Instant::now() };
+    let kicked = strategy::emptied(&problem, &inputs(4.0), candidate(), &mut tracer);
+    assert_eq!(kicked.assignment.gpus_used(), 4);
+    assert!(matches!(kicked.method, Method::Then { by: Step::EmptyGpusOnce, .. }), "{:?}", kicked.method);
+    assert!(kicked.method.sentence().contains("kicks"), "{}", kicked.method.sentence());
+    assert_eq!(replicas_per_model(&kicked.assignment), replicas_per_model(&first));
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &kicked.assignment), Ok(()));
+    // Within the target of a bound of 6 GPUs already: neither the search nor the kicks run.
+    let kept = strategy::emptied(&problem, &inputs(first.gpus_used() as f64), candidate(), &mut tracer);
+    assert_eq!(kept.method, Method::FfdKeptNoSolution);
+    assert_eq!(kept.assignment.gpus_used(), first.gpus_used());
+}
+
 /// Replicas per model of an assignment, whatever their devices.
 fn replicas_per_model(a: &crate::plan::assign::Assignment) -> std::collections::BTreeMap<usize, u32> {
     let mut n = std::collections::BTreeMap::new();

@@ -34,10 +34,15 @@ const KICKS: usize = 2_000;
 /// fewer kicks.
 const KICK_GPUS: usize = 200_000;
 
-/// GPUs in use above which a plan gets no kicks ([`kicks_for`]): at 1,024 and 10,000 GPUs the
-/// stress fleets' plans are within the target without them (docs/benchmarks.md), and a kick
-/// there would cost seconds.
+/// GPUs in use above which [`kicks_for`] gives a plan no kicks: a kick there costs seconds;
+/// large programs' plans get a few of their own instead ([`large_kicks_for`]).
 const KICK_MAX_GPUS: usize = 256;
+
+/// Kicks times GPUs in use that [`large_kicks_for`] gives a large program's plan: each kick
+/// there spends its descent's whole ejection budget ([`EJECT_TRIES`]), about 9 s at 465 GPUs
+/// (pure-Rust build, the 1,024-GPU stress fleet "mixed", seed 1, dev opt3 build), so 17 kicks
+/// there and 3 at 2,048 GPUs.
+const LARGE_KICK_GPUS: usize = 8_000;
 
 /// GPUs [`KickBudget::kicked`]'s descents try to empty at most, over all its kicks (a count, not a
 /// clock). Each descent keeps a run's own budget too ([`EMPTY_TRIES`], [`EJECT_TRIES`]), so
@@ -366,6 +371,12 @@ pub(crate) fn kicks_for(gpus: u64) -> usize {
         Ok(g) if g <= KICK_MAX_GPUS => KICKS.min(KICK_GPUS / g.max(1)),
         _ => 0,
     }
+}
+
+/// The kicks [`KickBudget::kicked`] gives a large program's plan of `gpus` GPUs in use
+/// (`strategy::emptied`): [`LARGE_KICK_GPUS`] ÷ the GPUs, at least one.
+pub(crate) fn large_kicks_for(gpus: u64) -> usize {
+    usize::try_from(gpus).map_or(1, |g| (LARGE_KICK_GPUS / g.max(1)).max(1))
 }
 
 /// What the kicks' descents may still spend ([`KICK_TRIES`], [`KICK_EJECTIONS`]), shared by

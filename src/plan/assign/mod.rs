@@ -673,6 +673,6 @@ pub(crate) use decompose::{
 };
 #[cfg(test)]
 pub(crate) use decompose::{replace_mig_spread, untangle_mig_spread};
-pub(crate) use empty::{KickBudget, empty_gpus, kicks_for};
+pub(crate) use empty::{KickBudget, empty_gpus, kicks_for, large_kicks_for};
 pub(crate) use ffd::{ffd, ffd_every_order, ffd_guided, ffd_reordered};
 pub(crate) use search::{Stuck, decompose_search, ffd_search, improve};
