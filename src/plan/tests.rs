@@ -1393,7 +1393,8 @@ fn a_large_programs_plan_outside_the_target_gets_kicks_after_the_search() {
     assert!(kicked.method.sentence().contains("kicks"), "{}", kicked.method.sentence());
     assert_eq!(replicas_per_model(&kicked.assignment), replicas_per_model(&first));
     assert_eq!(built_and_verified(&spec, &catalog, &problem, &kicked.assignment), Ok(()));
-    // Within the target of a bound of 6 GPUs already: neither the search nor the kicks run.
+    // Within the target of a bound at first fit's own GPUs already: neither the search nor
+    // the kicks run.
     let kept = strategy::emptied(&problem, &inputs(first.gpus_used() as f64), candidate(), &mut tracer);
     assert_eq!(kept.method, Method::FfdKeptNoSolution);
     assert_eq!(kept.assignment.gpus_used(), first.gpus_used());
