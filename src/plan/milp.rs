@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Constraint, Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 
-use crate::plan::problem::{self, Kind, Need, Opt, Problem, Share, is_large};
+use crate::plan::problem::{self, Kind, Need, Opt, PoolCtx, Problem, Share, is_large};
 use crate::spec::Spread;
 
 /// Whether the objective counts distinct configs (needs binaries; HiGHS only).
@@ -105,6 +105,11 @@ pub(crate) struct MilpResult {
     /// before, but bound only the plans of its candidates, not every plan
     /// ([`MilpResult::sound_proven`]).
     pub cuts_trims: bool,
+    /// A relaxation's counts rounded up instead of to the nearest (empty for an integer
+    /// program): another lay-out of the relaxation ([`crate::plan::strategy`]), which leaves
+    /// fewer replicas without room where the relaxation spreads a pool's GPUs thinly over
+    /// node classes (each of its fractions rounded down to none).
+    pub counts_up: Vec<PoolCounts>,
 }
 
 impl MilpResult {
@@ -176,6 +181,46 @@ impl PoolVars {
     fn mig_ts_gpus(&self) -> impl Iterator<Item = Variable> + '_ {
         self.tm.values().flatten().map(|&(_, v)| v)
     }
+
+    /// The pool's counts in a solution (`val`), each made whole by `whole`.
+    fn counts(&self, p: &PoolCtx<'_>, val: &impl Fn(Variable) -> f64, whole: fn(f64) -> u64) -> PoolCounts {
+        let mut ts: BTreeMap<Share, u64> = self.t.iter().map(|(&k, &t)| (k, whole(val(t)))).collect();
+        let mut ts_nodes: BTreeMap<Share, u64> = self.zt.iter().map(|(&k, &z)| (k, whole(val(z)))).collect();
+        for (&k, &(t, z)) in &self.ts {
+            *ts.entry(k).or_insert(0) += whole(val(t));
+            *ts_nodes.entry(k).or_insert(0) += whole(val(z));
+        }
+        let mig_ts = self
+            .tm
+            .iter()
+            .map(|(&key, layouts)| {
+                let mut per = vec![0u64; p.layouts.len()];
+                for &(l, var) in layouts {
+                    per[l] = whole(val(var));
+                }
+                (key, per)
+            })
+            .collect();
+        PoolCounts {
+            layouts: self.g.iter().map(|&g| whole(val(g))).collect(),
+            ts,
+            whole_nodes: self.zw.map_or(0, |z| whole(val(z))),
+            ts_nodes,
+            mig_ts,
+            mig_ts_nodes: self.zm.iter().map(|(&k, &z)| (k, whole(val(z)))).collect(),
+            nodes: whole(val(self.u)),
+        }
+    }
+}
+
+/// `x` rounded to the nearest whole count (none below zero).
+fn round_count(x: f64) -> u64 {
+    if x <= 0.0 { 0 } else { x.round() as u64 }
+}
+
+/// `x` rounded up to a whole count, less the solver's tolerance (a millionth).
+fn ceil_count(x: f64) -> u64 {
+    if x <= 1e-6 { 0 } else { (x - 1e-6).ceil() as u64 }
 }
 
 /// A column group of the program: one rate model, one spread model, or all fixed-demand models
@@ -1630,41 +1675,20 @@ impl<'p, 'a> Program<'p, 'a> {
         let widened = gap > relative_gap(scale);
         let optimal = optimal && !widened && (problem.unit_price.is_none() || gap == 0.0);
         let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
-        let round = |x: f64| if x <= 0.0 { 0 } else { x.round() as u64 };
+        let round = round_count;
         let mut res = MilpResult { optimal, ..Default::default() };
         for (p, v) in problem.pools.iter().zip(&pv) {
             let gpus = v.plain_gpus().chain(v.mig_ts_gpus()).map(val).sum::<f64>();
             res.objective += gpus;
             res.cost += p.weight * gpus;
-            let mut ts: BTreeMap<Share, u64> = v.t.iter().map(|(&k, &t)| (k, round(val(t)))).collect();
-            let mut ts_nodes: BTreeMap<Share, u64> = v.zt.iter().map(|(&k, &z)| (k, round(val(z)))).collect();
-            for (&k, &(t, z)) in &v.ts {
-                *ts.entry(k).or_insert(0) += round(val(t));
-                *ts_nodes.entry(k).or_insert(0) += round(val(z));
+            res.counts.push(v.counts(p, &val, round));
+            if !integer {
+                res.counts_up.push(v.counts(p, &val, ceil_count));
             }
-            let mig_ts =
-                v.tm.iter()
-                    .map(|(&key, layouts)| {
-                        let mut per = vec![0u64; p.layouts.len()];
-                        for &(l, var) in layouts {
-                            per[l] = round(val(var));
-                        }
-                        (key, per)
-                    })
-                    .collect();
-            res.counts.push(PoolCounts {
-                layouts: v.g.iter().map(|&g| round(val(g))).collect(),
-                ts,
-                whole_nodes: v.zw.map_or(0, |z| round(val(z))),
-                ts_nodes,
-                mig_ts,
-                mig_ts_nodes: v.zm.iter().map(|(&k, &z)| (k, round(val(z)))).collect(),
-                nodes: round(val(v.u)),
-            });
             // A relaxation's fractional nodes round up (the confirmation in `infeasible` grows
             // them).
-            let ceil = |x: f64| if x <= 1e-6 { 0 } else { (x - 1e-6).ceil() as u64 };
-            res.extra_nodes.push(v.extra.map_or(0, |e| if integer { round(val(e)) } else { ceil(val(e)) }));
+            res.extra_nodes
+                .push(v.extra.map_or(0, |e| if integer { round(val(e)) } else { ceil_count(val(e)) }));
         }
         for (ci, col) in cols.iter().enumerate() {
             let served = |oi: usize| val(y[ci][oi]) + ys[ci][oi].map_or(0.0, val);

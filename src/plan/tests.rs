@@ -1314,6 +1314,43 @@ fn the_bounds_relaxation_has_the_spread_rows_in_both_builds() {
     assert!((relaxed.objective - 16.5).abs() < 1e-6, "relaxation {}", relaxed.objective);
 }
 
+/// A relaxation's counts rounded up ([`crate::plan::milp::MilpResult::counts_up`]) are whole,
+/// at least its counts rounded to the nearest and at most one above each, and above some of
+/// them where the relaxation is fractional (16.5 GPUs on this 32-GPU six-type stress fleet);
+/// an integer program has none. The relaxation's lay-out keeps the cheaper of the two roundings.
+#[test]
+fn a_relaxations_counts_rounded_up_lie_within_one_above_the_nearest() {
+    use crate::bench::stress::{Shape, fleet_of_every_type};
+    use crate::plan::milp::{Goal, Pins, solve};
+    let shape = Shape { gpus: 32, priced: false, compute: false, fill: 0.4, time_sliced: false };
+    let (spec, catalog) = fleet_of_every_type(shape, 2);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let relaxed = solve(&problem, Goal::Bound, &Pins::new()).expect("a relaxation");
+    assert_eq!(relaxed.counts_up.len(), relaxed.counts.len());
+    let pairs = |near: &crate::plan::milp::PoolCounts, up: &crate::plan::milp::PoolCounts| {
+        let mut v: Vec<(u64, u64)> = near.layouts.iter().copied().zip(up.layouts.iter().copied()).collect();
+        v.extend(near.ts.values().copied().zip(up.ts.values().copied()));
+        v.extend(near.ts_nodes.values().copied().zip(up.ts_nodes.values().copied()));
+        v.extend(near.mig_ts_nodes.values().copied().zip(up.mig_ts_nodes.values().copied()));
+        v.extend(near.mig_ts.values().flatten().copied().zip(up.mig_ts.values().flatten().copied()));
+        v.push((near.whole_nodes, up.whole_nodes));
+        v.push((near.nodes, up.nodes));
+        v
+    };
+    let all: Vec<(u64, u64)> =
+        relaxed.counts.iter().zip(&relaxed.counts_up).flat_map(|(n, u)| pairs(n, u)).collect();
+    assert!(all.iter().all(|&(n, u)| n <= u && u <= n + 1), "{all:?}");
+    assert!(all.iter().any(|&(n, u)| u == n + 1), "the relaxation is fractional: some count rounds up");
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    let integer = solve(&problem, goal, &Pins::new()).expect("a plan's counts");
+    assert!(integer.counts_up.is_empty(), "an integer program's counts are whole already");
+    let totals = crate::plan::rounding::exact_totals(&problem, &relaxed.replicas);
+    let near = crate::plan::assign::decompose(&problem, &relaxed.counts, &totals, true).expect("a lay-out");
+    let kept = crate::plan::strategy::relaxation_lay_out(&problem, &relaxed, &totals).expect("a lay-out");
+    assert!(kept.cost(&problem) <= near.cost(&problem) + 1e-9);
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &kept), Ok(()));
+}
+
 /// Three models (one `spread: gpu` with dedicated GPUs) on one-GPU A100 nodes and three-GPU L4
 /// nodes, where the search that empties GPUs stops above the best plan.
 fn stuck_fleet() -> crate::spec::Spec {
