@@ -1675,20 +1675,19 @@ impl<'p, 'a> Program<'p, 'a> {
         let widened = gap > relative_gap(scale);
         let optimal = optimal && !widened && (problem.unit_price.is_none() || gap == 0.0);
         let val = |v: Variable| values.get(&v).copied().unwrap_or(0.0);
-        let round = round_count;
         let mut res = MilpResult { optimal, ..Default::default() };
         for (p, v) in problem.pools.iter().zip(&pv) {
             let gpus = v.plain_gpus().chain(v.mig_ts_gpus()).map(val).sum::<f64>();
             res.objective += gpus;
             res.cost += p.weight * gpus;
-            res.counts.push(v.counts(p, &val, round));
+            res.counts.push(v.counts(p, &val, round_count));
             if !integer {
                 res.counts_up.push(v.counts(p, &val, ceil_count));
             }
             // A relaxation's fractional nodes round up (the confirmation in `infeasible` grows
             // them).
             res.extra_nodes
-                .push(v.extra.map_or(0, |e| if integer { round(val(e)) } else { ceil_count(val(e)) }));
+                .push(v.extra.map_or(0, |e| if integer { round_count(val(e)) } else { ceil_count(val(e)) }));
         }
         for (ci, col) in cols.iter().enumerate() {
             let served = |oi: usize| val(y[ci][oi]) + ys[ci][oi].map_or(0.0, val);
@@ -1699,7 +1698,7 @@ impl<'p, 'a> Program<'p, 'a> {
             }
             let counts: Vec<u32> = (0..col.options.len())
                 .map(|oi| {
-                    let n = round(val(y[ci][oi])) + ys[ci][oi].map_or(0, |s| round(val(s)));
+                    let n = round_count(val(y[ci][oi])) + ys[ci][oi].map_or(0, |s| round_count(val(s)));
                     u32::try_from(n).unwrap_or(u32::MAX)
                 })
                 .collect();

@@ -195,6 +195,9 @@ fn ejected(
                 && pa.nodes.iter().any(|n| n.gpus_used() < n.gpus.len())
         })
         .collect();
+    let elsewhere = |e: usize| {
+        problem.models.get(e).is_some_and(|x| x.options.iter().any(|o| roomy.get(o.pool) == Some(&true)))
+    };
     for (pi, ni) in nodes_of(problem, a, m) {
         let node = a.pools.get(pi)?.nodes.get(ni)?;
         let mut share: BTreeMap<usize, (f64, u32)> = BTreeMap::new();
@@ -208,9 +211,6 @@ fn ejected(
             s.0 += size * f64::from(k);
             s.1 += k;
         }
-        let elsewhere = |e: usize| {
-            problem.models.get(e).is_some_and(|x| x.options.iter().any(|o| roomy.get(o.pool) == Some(&true)))
-        };
         let mut candidates: Vec<(usize, (f64, u32))> = share.into_iter().collect();
         candidates.sort_by(|x, y| {
             elsewhere(y.0).cmp(&elsewhere(x.0)).then(x.1.0.total_cmp(&y.1.0)).then(x.0.cmp(&y.0))

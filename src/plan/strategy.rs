@@ -1452,7 +1452,7 @@ fn harder_solve(
 /// the steps tried (`harder`: whether the solve with more work and the program per node were
 /// among them: the program is not large), and the model
 /// whose replica the search could not place.
-fn failure(
+pub(crate) fn failure(
     problem: &Problem<'_>,
     why: &Why,
     stuck: &assign::Stuck,
@@ -1506,6 +1506,13 @@ fn failure(
         && let Some(note) = crate::plan::infeasible::addition_note(problem, planner)
     {
         d = d.with_note(note);
+    }
+    // The pure-Rust build skips the step the default build ends with here (issue 23: the
+    // tightest 100-GPU stress fleets fail in this build and plan with HiGHS).
+    if !stuck.proven && harder && !cfg!(feature = "highs") && per_node::split(problem).is_some() {
+        d = d.with_note(
+            "this build has no HiGHS (built with `--no-default-features`); the default build also solves the program written node by node, which plans tight fleets that this build's solver cannot",
+        );
     }
     Diagnostics::from_iter([d])
 }

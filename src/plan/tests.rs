@@ -1704,6 +1704,28 @@ fn the_program_per_node_is_the_last_step_before_a_failure() {
     assert!(failed.iter().any(|d| d.help.as_deref().is_some_and(|h| h.contains("add 2 ×"))), "{failed:?}");
 }
 
+/// A `planner-failed` of the pure-Rust build, on a program the default build would also
+/// solve node by node (`strategy::per_node_rescue`: not large, a pool of several named nodes),
+/// says that the default build has that step; the HiGHS build's failure, a large program's
+/// (the step does not run there either) and a proven one (no build finds a plan) do not.
+#[test]
+fn the_pure_rust_builds_failure_names_the_step_only_the_default_build_has() {
+    use crate::plan::strategy::{Why, failure};
+    let catalog = Catalog::builtin();
+    let spec = stuck_fleet();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let names_highs = |harder: bool, proven: bool| {
+        let stuck = crate::plan::assign::Stuck { model: None, proven };
+        let why = Why::SolverFailed("node limit reached before a feasible solution".into());
+        failure(&problem, &why, &stuck, harder, true, None)
+            .iter()
+            .any(|d| d.notes.iter().any(|n| n.contains("no HiGHS") && n.contains("node by node")))
+    };
+    assert_eq!(names_highs(true, false), !cfg!(feature = "highs"));
+    assert!(!names_highs(false, false));
+    assert!(!names_highs(true, true));
+}
+
 /// The pure-Rust build's last step before a failure (`strategy::completion`): replicas a
 /// partial plan leaves out are placed by programs over one or two nodes
 /// (`repack::completed`). First fit's plan of the stuck fleet with two of its `spread: gpu`
