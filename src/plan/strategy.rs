@@ -1380,12 +1380,6 @@ fn completion(
     done
 }
 
-/// Whether [`per_node_rescue`] solves a program on `problem` (not large): with HiGHS, where
-/// a split is written (for the failure's wording; the step itself splits once).
-fn runs_per_node_rescue(problem: &Problem<'_>) -> bool {
-    cfg!(feature = "highs") && per_node::split(problem).is_some()
-}
-
 /// Whether [`every_row`] solves a program of its own on `problem`: always in the pure-Rust
 /// build; with HiGHS where the problem has rows of several profiles.
 fn runs_every_row(problem: &Problem<'_>) -> bool {
@@ -1460,6 +1454,10 @@ pub(crate) fn failure(
     completes: bool,
     planner: crate::plan::infeasible::Planner<'_>,
 ) -> Diagnostics {
+    // Whether the program written node by node applies ([`per_node_rescue`] on a program that
+    // is not large, where a split is written): with HiGHS it was among the steps tried; the
+    // pure-Rust build skips it, and its failure says that the default build has it.
+    let node_by_node = harder && per_node::split(problem).is_some();
     let mut d = if stuck.proven {
         // The optimiser's conditions are necessary only; the search tried everything.
         Diagnostic::error(
@@ -1482,7 +1480,7 @@ pub(crate) fn failure(
                     Why::NotDecomposed => ", the optimiser's replica choices laid out by backtracking",
                 },
                 if runs_every_row(problem) { ", the optimiser with every spread row" } else { "" },
-                if harder && runs_per_node_rescue(problem) {
+                if node_by_node && cfg!(feature = "highs") {
                     ", the optimiser's program written node by node"
                 } else {
                     ""
@@ -1507,9 +1505,9 @@ pub(crate) fn failure(
     {
         d = d.with_note(note);
     }
-    // The pure-Rust build skips the step the default build ends with here (issue 23: the
-    // tightest 100-GPU stress fleets fail in this build and plan with HiGHS).
-    if !stuck.proven && harder && !cfg!(feature = "highs") && per_node::split(problem).is_some() {
+    // Issue 23: the tightest 100-GPU stress fleets fail in the pure-Rust build and plan with
+    // HiGHS this way.
+    if !stuck.proven && node_by_node && !cfg!(feature = "highs") {
         d = d.with_note(
             "this build has no HiGHS (built with `--no-default-features`); the default build also solves the program written node by node, which plans tight fleets that this build's solver cannot",
         );
