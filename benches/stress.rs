@@ -10,7 +10,7 @@
 //!
 //! With `--only KIND`, only that family runs (`--only "mixed, priced"`: the name without its
 //! size), and with `--seed N` only seed N of it: to look at one fleet, with `GPUPLAN_TRACE=1` for the
-//! planner's steps on stderr.
+//! planner's steps on stderr (and a failure's diagnostics in full).
 //!
 //! Run: `cargo bench --bench stress -- [--seeds N] [--sizes 8,128,1024] [--fill 0.7] [--every-type] [--monotone] [--only KIND] [--seed N]`
 //! (release build, HiGHS; `--no-default-features` for the pure-Rust microlp). Nothing is
@@ -148,6 +148,16 @@ fn one(spec: &gpuplan::spec::Spec, catalog: &gpuplan::catalog::Catalog) -> (Outc
             (Ok((used - model, used - valid, target)), line, Some(used))
         }
         Err(d) => {
+            if std::env::var_os("GPUPLAN_TRACE").is_some() {
+                // Every diagnostic in full (the line below has the first message only): what
+                // a failure names, e.g. the addition of nodes per pool.
+                for x in d.iter() {
+                    let _ = writeln!(stderr, "{}: {}", x.code, x.message);
+                    for text in x.help.iter().chain(&x.notes) {
+                        let _ = writeln!(stderr, "  {text}");
+                    }
+                }
+            }
             let code = d.iter().next().map_or_else(|| "?".to_owned(), |x| x.code.to_owned());
             let msg = d.iter().next().map_or_else(String::new, |x| x.message.clone());
             (Err(code.clone()), format!("FAILED {code}: {msg}"), None)

@@ -1821,3 +1821,38 @@ fn a_completion_ejects_a_replica_that_blocks_the_only_node_a_missing_one_fits() 
     assert_eq!(done.gpus_used(), 2);
     assert_eq!(built_and_verified(&spec, &catalog, &problem, &done), Ok(()));
 }
+
+/// The `spread: gpu` rows on MIG with their node counts continuous
+/// (`milp::solve_with_relaxed_spread_rows`, the pure-Rust build's re-solve; in the HiGHS build
+/// and on small problems the rows with whole counts) cut no plan: with the replicas of first
+/// fit's plan pinned (a plan every rule passes), the program is never infeasible — on the
+/// problem widened to every layout a plan may trim to where the rows on the candidate layouts
+/// could cut a trimmed GPU. Stress fleets of 32 GPUs with `spread: gpu` models on MIG, not small
+/// programs, so that the pure-Rust build writes the relaxed rows.
+#[test]
+fn the_spread_rows_with_continuous_node_counts_cut_no_plan() {
+    use crate::bench::stress::{Shape, fleet};
+    use crate::plan::milp::{Goal, MilpError, solve_with_relaxed_spread_rows};
+    let shape = Shape { gpus: 32, priced: false, compute: false, fill: 0.4, time_sliced: false };
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    let (mut solved, mut tried) = (0, 0);
+    for seed in 0..6 {
+        let (spec, catalog) = fleet(shape, seed);
+        let problem = crate::plan::problem::build(&spec, &catalog);
+        if problem.small || crate::plan::problem::is_large(&problem) || !problem.mig_spread_models {
+            continue;
+        }
+        let Some(plan) = crate::plan::assign::ffd(&problem) else { continue };
+        let wide =
+            crate::plan::problem::trims_matter(&problem).then(|| crate::plan::problem::widened(&problem));
+        let on = wide.as_ref().unwrap_or(&problem);
+        tried += 1;
+        match solve_with_relaxed_spread_rows(on, goal, &plan.replicas) {
+            Ok(_) => solved += 1,
+            Err(MilpError::Infeasible) => panic!("seed {seed}: the rows cut first fit's plan"),
+            Err(MilpError::Solver(_)) => {}
+        }
+    }
+    assert!(tried >= 2, "too few fleets with spread: gpu models on MIG: {tried}");
+    assert!(solved >= 1, "no pinned program solved of {tried}");
+}
