@@ -128,12 +128,7 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
                     crate::spec::Nodes::Named(_) => format!("{} node(s)", pool.max_nodes),
                     crate::spec::Nodes::Autoscaled { max, .. } => format!("at most {max} node(s)"),
                 };
-                let at_least = if confirmed { "" } else { "at least " };
-                let add = if pool.autoscaled() {
-                    format!("raise the maximum of pool `{}` by {at_least}{extra} node(s) of {} × `{}`", pool.name(), pool.gpn(), pool.gpu.id)
-                } else {
-                    format!("add {at_least}{extra} × {} node(s) ({} GPU(s) each) to pool `{}`", pool.gpu.id, pool.gpn(), pool.name())
-                };
+                let add = addition_help(pool, extra, confirmed);
                 let mut d = Diagnostic::error(
                     codes::CAPACITY_EXCEEDED,
                     format!("the models exceed the capacity of pool `{}` ({have} × {} GPU(s))", pool.name(), pool.gpn()),
@@ -157,6 +152,24 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
     diags
 }
 
+/// The help of `capacity-exceeded` for `extra` more nodes in `pool`. Confirmed (gpuplan plans
+/// with the addition): what to add. Not confirmed, the addition is the last that gpuplan
+/// tried and did not plan with, which proves nothing about what a plan needs (fewer nodes may
+/// hold one that gpuplan did not find, or it may need more): the help says only that.
+pub(crate) fn addition_help(pool: &problem::PoolCtx<'_>, extra: u64, confirmed: bool) -> String {
+    let (name, gpn, gpu) = (pool.name(), pool.gpn(), &pool.gpu.id);
+    match (pool.autoscaled(), confirmed) {
+        (true, true) => format!("raise the maximum of pool `{name}` by {extra} node(s) of {gpn} × `{gpu}`"),
+        (false, true) => format!("add {extra} × {gpu} node(s) ({gpn} GPU(s) each) to pool `{name}`"),
+        (true, false) => format!(
+            "raise the maximum of pool `{name}`: gpuplan found no plan even with {extra} more node(s) of {gpn} × `{gpu}`, so how many a plan needs is not known"
+        ),
+        (false, false) => format!(
+            "add {gpu} nodes ({gpn} GPU(s) each) to pool `{name}`: gpuplan found no plan even with {extra} more, so how many a plan needs is not known"
+        ),
+    }
+}
+
 /// The smallest addition of nodes per pool the optimiser finds ([`Goal::Extend`]) with which
 /// gpuplan plans, and whether planning confirmed it ([`Trials::confirm`]).
 ///
@@ -167,7 +180,7 @@ pub(crate) fn explain(problem: &Problem<'_>, err: &MilpError, planner: Planner<'
 /// instead named additions several times what a plan needs (six-type stress fleets of 8 GPUs:
 /// 73 L4 nodes where 10 plan; docs/benchmarks.md). Where none of those plans, the candidates'
 /// program's addition grows by half, planning confirming as before; the flag is then false
-/// when even that did not plan ("at least").
+/// when even that did not plan ([`addition_help`] then says only that).
 ///
 /// Where the pooled rows on the candidate layouts may cut a plan that trims a GPU
 /// ([`problem::trims_matter`]), the programs run on the problem widened to every layout a plan
@@ -259,7 +272,7 @@ pub(crate) fn summarise(names: &[String]) -> String {
     format!("{} and {} more", names[..NAMES_SHOWN].join(", "), names.len() - NAMES_SHOWN)
 }
 
-/// Tries of [`Trials::confirm`] before the addition is reported as "at least".
+/// Tries of [`Trials::confirm`] before the addition is reported as not confirmed.
 const CONFIRM_TRIES: usize = 6;
 
 /// What says whether the planner plans a problem (a fleet grown by an addition of nodes):

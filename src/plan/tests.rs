@@ -1604,6 +1604,24 @@ fn a_fleet_only_the_rows_of_several_profiles_refuse_names_an_addition() {
     }
 }
 
+/// `capacity-exceeded`'s help names a confirmed addition as what to add, and one that gpuplan
+/// did not plan with as only that: never as a number of nodes a plan needs ("at least N" said
+/// so of an addition nothing proved).
+#[test]
+fn an_unconfirmed_addition_is_not_named_as_what_a_plan_needs() {
+    use crate::plan::infeasible::addition_help;
+    let spec = one_a100_node(vec![crate::bench::model("x", 15 * 1024, 0.1, 2)]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    let pool = &problem.pools[0];
+    let confirmed = addition_help(pool, 9, true);
+    assert!(confirmed == "add 9 × A100-SXM4-80GB node(s) (2 GPU(s) each) to pool `a100`", "{confirmed}");
+    let unconfirmed = addition_help(pool, 9, false);
+    assert!(unconfirmed.contains("no plan even with 9 more"), "{unconfirmed}");
+    assert!(unconfirmed.contains("not known") && !unconfirmed.contains("at least"), "{unconfirmed}");
+    assert!(!unconfirmed.starts_with("add 9"), "{unconfirmed}");
+}
+
 /// The program that extends the pools, with additions excluded, names one that is not within
 /// any of them, no smaller than the first: the smallest additions come in turn.
 #[test]
