@@ -283,6 +283,107 @@ fn placed_somewhere(
     None
 }
 
+/// Programs [`pool_by_pool`] solves at most per pool, each holding one replica fewer than the
+/// last (a count, not a clock).
+const POOL_SOLVES: usize = 24;
+
+/// A plan from the optimiser's replica choices `replicas` (model, pool, kind → count), laid
+/// out pool by pool: every rule is per node, so given how many replicas of each model a pool
+/// runs, each pool is a problem of its own. Each pool's share is solved by the program of its
+/// nodes alone, each node a pool of one node, with every row ([`neighbourhood`],
+/// [`milp::solve_every_row`]: small enough for microlp where the program of the whole fleet
+/// with those rows is not), its counts laid out on the pool's nodes. Where that program finds
+/// no plan (the share is more than the nodes hold with the spread rules, or the solver stops),
+/// the pool is asked for one replica fewer (of the model with the most there, the lowest index
+/// among equals) and solved again, up to [`POOL_SOLVES`] times, then for none. The replicas
+/// no pool took are placed by [`completed`]. `None` where a model counts by rate (the
+/// neighbourhoods count replicas), a pool with replicas is autoscaled (its node names are
+/// templates), or something stays unplaced. Deterministic.
+pub(crate) fn pool_by_pool(
+    problem: &Problem<'_>,
+    replicas: &BTreeMap<(usize, usize, Kind), u32>,
+) -> Option<Assignment> {
+    if problem.models.iter().any(|m| !matches!(m.need, Need::Replicas(_))) {
+        return None;
+    }
+    let mut a = assign::empty(problem, |pi| problem.pools.get(pi).map_or(0, |p| p.max_nodes as usize));
+    // Replicas no pool so far took, per model, with the (pool, kind) they were chosen for.
+    let mut carried: BTreeMap<usize, (i64, (usize, Kind))> = BTreeMap::new();
+    for (pi, pool) in problem.pools.iter().enumerate() {
+        let mut share: BTreeMap<usize, i64> = BTreeMap::new();
+        let mut kinds: BTreeMap<usize, (u32, Kind)> = BTreeMap::new();
+        for (&(m, _, kind), &n) in replicas.iter().filter(|((_, p, _), _)| *p == pi) {
+            *share.entry(m).or_insert(0) += i64::from(n);
+            let most = kinds.entry(m).or_insert((n, kind));
+            if n > most.0 {
+                *most = (n, kind);
+            }
+        }
+        let runs_here =
+            |m: usize| problem.models.get(m).is_some_and(|x| x.options.iter().any(|o| o.pool == pi));
+        let mut offered: BTreeMap<usize, i64> = carried
+            .iter()
+            .filter(|&(&m, &(n, _))| n > 0 && runs_here(m))
+            .map(|(&m, &(n, _))| (m, n))
+            .collect();
+        if share.is_empty() && offered.is_empty() {
+            continue;
+        }
+        let nodes: Vec<(usize, usize)> = (0..pool.max_nodes as usize).map(|ni| (pi, ni)).collect();
+        let total = share.clone();
+        let mut placed = false;
+        for _ in 0..POOL_SOLVES {
+            let mut ask = share.clone();
+            for (&m, &n) in &offered {
+                *ask.entry(m).or_insert(0) += n;
+            }
+            let sub = neighbourhood(problem, &a, &nodes, &ask)?;
+            let laid = milp::solve_every_row(&sub)
+                .ok()
+                .and_then(|r| lay_out(&sub, &r))
+                .and_then(|laid| replaced(problem, &a, &nodes, &sub, &laid));
+            if let Some(b) = laid {
+                a = b;
+                placed = true;
+                break;
+            }
+            // One replica fewer: of the replicas carried here first, else of the pool's share;
+            // the model with the most, the lowest index among equals.
+            let most = |x: &BTreeMap<usize, i64>| {
+                x.iter().filter(|e| *e.1 > 0).max_by_key(|&(&m, &n)| (n, std::cmp::Reverse(m))).map(|e| *e.0)
+            };
+            if let Some(m) = most(&offered) {
+                *offered.entry(m).or_insert(0) -= 1;
+            } else if let Some(m) = most(&share) {
+                *share.entry(m).or_insert(0) -= 1;
+            } else {
+                break;
+            }
+        }
+        if placed {
+            for (&m, &n) in &offered {
+                if let Some(c) = carried.get_mut(&m) {
+                    c.0 -= n;
+                }
+            }
+        } else {
+            share.clear();
+        }
+        for (&m, &n) in &total {
+            let out = n - share.get(&m).copied().unwrap_or(0);
+            if out > 0 {
+                let kind = kinds.get(&m)?.1;
+                carried.entry(m).or_insert((0, (pi, kind))).0 += out;
+            }
+        }
+    }
+    let mut left: assign::Deferred = Vec::new();
+    for (&m, &(n, (pi, kind))) in &carried {
+        left.extend(std::iter::repeat_n((m, pi, kind), usize::try_from(n).ok()?));
+    }
+    if left.is_empty() { Some(a) } else { completed(problem, &a, &left) }
+}
+
 /// The nodes of `a` that use a GPU, as (pool, node), in order.
 fn in_use(a: &Assignment) -> Vec<(usize, usize)> {
     let mut out = Vec::new();

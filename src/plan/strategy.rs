@@ -131,6 +131,9 @@ pub(crate) enum Step {
     /// The optimiser's counts laid out as far as they go, the replicas left out placed by
     /// programs over one or two nodes ([`completion`]).
     Completed,
+    /// The optimiser's replica choices laid out pool by pool, each pool's share solved by a
+    /// program of its own with every row ([`pool_by_pool`]).
+    PoolByPool,
     /// [`Step::EmptyGpus`] from the plan alone, with a few kicks where it stays outside the
     /// quality target (large programs, [`emptied`]).
     EmptyGpusOnce,
@@ -169,6 +172,10 @@ impl Step {
             }
             Step::Completed => {
                 "the optimiser's counts laid out as far as they go, with the replicas left out placed by programs over one or two nodes,"
+                    .to_owned()
+            }
+            Step::PoolByPool => {
+                "the optimiser's replica choices laid out pool by pool, each pool's share solved by a program of its own with every spread row (the replicas it could not hold placed by programs over one or two nodes),"
                     .to_owned()
             }
         }
@@ -822,13 +829,14 @@ fn optimise(
     let (solved, second, skipped_full) = solve_milp(problem, inputs, tracer);
     match (solved, ffd) {
         (Ok(r), ffd) => {
-            let decomposed = laid_out(problem, inputs, &r, second.as_ref(), tracer);
+            let (decomposed, spread_rows) = laid_out(problem, inputs, &r, second.as_ref(), tracer);
             let (r, decomposed) = match decomposed {
                 None if skipped_full => full_laid_out(problem, inputs, r, tracer),
                 d => (r, d),
             };
             let (proven, sound) = (r.proven(), r.sound_proven());
-            judge(problem, inputs, &r, decomposed, ffd, tracer).map(|c| Candidate { proven, sound, ..c })
+            let counts = Counts { plain: &r, spread_rows: spread_rows.as_ref() };
+            judge(problem, inputs, counts, decomposed, ffd, tracer).map(|c| Candidate { proven, sound, ..c })
         }
         (Err(MilpError::Solver(e)), ffd) => {
             rescue(problem, inputs, Why::SolverFailed(e), ffd, None, None, tracer)
@@ -846,11 +854,11 @@ fn laid_out(
     r: &MilpResult,
     second: Option<&MilpResult>,
     tracer: &mut Tracer<'_>,
-) -> Option<Assignment> {
+) -> (Option<Assignment>, Option<SpreadRows>) {
     let decomposed = lay_out_solved(problem, inputs, r, second, false, tracer);
     let rows = with_profile_rows(problem, inputs, r, decomposed.as_ref(), tracer);
     let decomposed = keep_cheaper(problem, decomposed, rows);
-    let relaxed = with_relaxed_spread_rows(problem, inputs, r, decomposed.as_ref(), tracer);
+    let (relaxed, spread_rows) = with_relaxed_spread_rows(problem, inputs, r, decomposed.as_ref(), tracer);
     let decomposed = keep_cheaper(problem, decomposed, relaxed);
     tr!(
         tracer,
@@ -862,7 +870,19 @@ fn laid_out(
             a.repaired
         ))
     );
-    decomposed
+    (decomposed, spread_rows)
+}
+
+/// The result of the program with the `spread: gpu` rows on MIG, their node counts continuous
+/// ([`with_relaxed_spread_rows`]), where it ran: what [`pool_by_pool`] lays out.
+pub(crate) type SpreadRows = Result<MilpResult, MilpError>;
+
+/// The optimiser's results that the rescue starts from: the plain program's counts, and the
+/// program with the spread rows where it ran.
+#[derive(Clone, Copy)]
+pub(crate) struct Counts<'r> {
+    pub plain: &'r MilpResult,
+    pub spread_rows: Option<&'r SpreadRows>,
 }
 
 /// Step: a large program whose rounded counts lay out nowhere, the full program having been
@@ -883,7 +903,7 @@ fn full_laid_out(
         full.as_ref().map(|r| format!("cost {:.3}, optimal {}", r.cost, r.optimal))
     );
     let Ok(full) = full else { return (rounded, None) };
-    match laid_out(problem, inputs, &full, None, tracer) {
+    match laid_out(problem, inputs, &full, None, tracer).0 {
         Some(a) => (full, Some(a)),
         None => (rounded, None),
     }
@@ -893,11 +913,12 @@ fn full_laid_out(
 fn judge(
     problem: &Problem<'_>,
     inputs: &Inputs<'_>,
-    r: &MilpResult,
+    counts: Counts<'_>,
     decomposed: Option<Assignment>,
     ffd: Option<Assignment>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Candidate, Diagnostics> {
+    let r = counts.plain;
     match (decomposed, ffd) {
         (Some(a), Some(f)) if cheaper(problem, &f, &a) => Ok(Candidate::new(f, Method::FfdBeatOptimiser)),
         (Some(a), _) => {
@@ -907,7 +928,7 @@ fn judge(
         }
         (None, ffd) => {
             let searched = searched_choices(problem, r).map(|a| (a, Step::ChoicesSearched));
-            rescue(problem, inputs, Why::NotDecomposed, ffd, searched, Some(r), tracer)
+            rescue(problem, inputs, Why::NotDecomposed, ffd, searched, Some(counts), tracer)
         }
     }
 }
@@ -1081,10 +1102,10 @@ fn with_relaxed_spread_rows(
     r: &MilpResult,
     decomposed: Option<&Assignment>,
     tracer: &mut Tracer<'_>,
-) -> Option<Assignment> {
+) -> (Option<Assignment>, Option<SpreadRows>) {
     let without = !cfg!(feature = "highs") && !problem.small && !inputs.large;
     if !without || !problem.mig_spread_models || !lost_against(problem, r, decomposed) {
-        return None;
+        return (None, None);
     }
     let alt = milp::solve_with_relaxed_spread_rows(problem, inputs.goal, &Pins::new());
     tr!(
@@ -1092,7 +1113,8 @@ fn with_relaxed_spread_rows(
         "MILP with the spread: gpu rows, their node counts continuous: {:?}",
         alt.as_ref().map(|a| format!("cost {:.3}", a.cost))
     );
-    lay_out_solved(problem, inputs, &alt.ok()?, None, false, tracer)
+    let laid = alt.as_ref().ok().and_then(|r| lay_out_solved(problem, inputs, r, None, false, tracer));
+    (laid, Some(alt))
 }
 
 /// Step: `spread: gpu` on MIG — the optimiser may give such a model instances of two profiles
@@ -1222,7 +1244,7 @@ pub(crate) fn rescue(
     why: Why,
     ffd: Option<Assignment>,
     found_earlier: Option<(Assignment, Step)>,
-    counts: Option<&MilpResult>,
+    counts: Option<Counts<'_>>,
     tracer: &mut Tracer<'_>,
 ) -> Result<Candidate, Diagnostics> {
     let found = ffd.is_some();
@@ -1264,7 +1286,7 @@ pub(crate) fn rescue(
     // found no solution and first fit's plan was kept: docs/benchmarks.md). Not where a grown
     // fleet only asks whether a plan exists (it has one).
     let from = counts
-        .map(|r| (r.counts.as_slice(), &r.replicas))
+        .map(|c| (c.plain.counts.as_slice(), &c.plain.replicas))
         .or_else(|| relaxed.as_ref().map(|(c, totals)| (*c, totals)));
     if far && inputs.large && inputs.improve && best.is_some() {
         let done = completion(problem, from, tracer);
@@ -1293,6 +1315,10 @@ pub(crate) fn rescue(
                     .or_else(|| {
                         per_node_rescue(problem, inputs.large, inputs.planner, tracer)
                             .map(|r| r.map(|a| (a, Step::PerNodeRescue)))
+                    })
+                    .or_else(|| {
+                        let solved = counts.and_then(|c| c.spread_rows);
+                        pool_by_pool(problem, inputs, solved, tracer).map(|a| Ok((a, Step::PoolByPool)))
                     })
                     .or_else(|| completion(problem, from, tracer).map(|a| Ok((a, Step::Completed))));
                 match last {
@@ -1410,6 +1436,72 @@ fn completion(
     done
 }
 
+/// The step before the completion of a failure: the optimiser's replica choices of the
+/// program with the `spread: gpu` rows on MIG (their node counts continuous where the plain
+/// program leaves them out: [`milp::solve_with_relaxed_spread_rows`]), laid out pool by pool
+/// ([`crate::plan::repack::pool_by_pool`]). The program of a whole fleet with every row is
+/// beyond microlp where the fleet needs nearly every GPU it has, the program of one pool's
+/// nodes is not (issue 23: six-type stress fleets of 8 and 32 GPUs, fill 0.55, which HiGHS
+/// plans on every GPU of the fleet, ended in `planner-failed` in the pure-Rust build;
+/// docs/benchmarks.md). `solved`: that program's result where [`with_relaxed_spread_rows`]
+/// ran (with 8 times the node limit; not solved again), else it is solved here. Not on large
+/// programs (their pools have hundreds of nodes), nor in the planning of a grown fleet, which
+/// only asks whether a plan exists (the additions a failure names take no longer).
+fn pool_by_pool(
+    problem: &Problem<'_>,
+    inputs: &Inputs<'_>,
+    solved: Option<&SpreadRows>,
+    tracer: &mut Tracer<'_>,
+) -> Option<Assignment> {
+    if inputs.large || !inputs.improve {
+        return None;
+    }
+    let fresh;
+    let r = match solved {
+        Some(r) => r,
+        None => {
+            fresh = milp::solve_with_relaxed_spread_rows(problem, inputs.goal, &Pins::new());
+            tr!(
+                tracer,
+                "MILP with the spread: gpu rows, for a lay-out pool by pool: {:?}",
+                fresh.as_ref().map(|r| format!("cost {:.3}", r.cost))
+            );
+            &fresh
+        }
+    };
+    let mut done = r.as_ref().ok().and_then(|r| crate::plan::repack::pool_by_pool(problem, &r.replicas));
+    // Priced, where that gave no plan: the split of the program that counts GPUs (every GPU
+    // weighing 1), whose shares the pools' programs then pack at their prices. On the priced
+    // six-type stress fleets whose plans need nearly every GPU, the priced program stopped
+    // without a solution or split replicas the pools could not hold where the unpriced one
+    // did not (docs/benchmarks.md, "Laying out pool by pool").
+    if done.is_none() && problem.unit_price.is_some() {
+        let mut unpriced = problem.clone();
+        unpriced.unit_price = None;
+        for pool in &mut unpriced.pools {
+            pool.weight = 1.0;
+        }
+        let gpu_floor = match inputs.goal {
+            Goal::Plan { gpu_floor, .. } => gpu_floor,
+            _ => None,
+        };
+        let goal = Goal::Plan { cost_bound: None, gpu_floor };
+        let counted = milp::solve_with_relaxed_spread_rows(&unpriced, goal, &Pins::new());
+        tr!(
+            tracer,
+            "MILP with the spread: gpu rows, unpriced, for a lay-out pool by pool: {:?}",
+            counted.as_ref().map(|r| format!("{:.3} GPUs", r.cost))
+        );
+        done = counted.ok().and_then(|r| crate::plan::repack::pool_by_pool(problem, &r.replicas));
+    }
+    tr!(
+        tracer,
+        "laid out pool by pool: {:?}",
+        done.as_ref().map(|a| format!("{} GPUs, cost {:.3}", a.gpus_used(), a.cost(problem)))
+    );
+    done
+}
+
 /// Whether [`every_row`] solves a program of its own on `problem`: always in the pure-Rust
 /// build; with HiGHS where the problem has rows of several profiles.
 fn runs_every_row(problem: &Problem<'_>) -> bool {
@@ -1503,7 +1595,7 @@ pub(crate) fn failure(
         Diagnostic::error(
             codes::PLANNER_FAILED,
             format!(
-                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{}{}{})",
+                "{cause}, and no other strategy found a plan (the relaxation laid out, first fit in four orders, first-fit-decreasing with backtracking{}{}{}{}{})",
                 match why {
                     Why::SolverFailed(_) if harder => ", the optimiser with more work",
                     Why::SolverFailed(_) => "",
@@ -1515,6 +1607,7 @@ pub(crate) fn failure(
                 } else {
                     ""
                 },
+                if harder { ", the replica choices laid out pool by pool" } else { "" },
                 if completes { ", the counts completed by programs over one or two nodes" } else { "" }
             ),
         )

@@ -1622,6 +1622,30 @@ fn an_unconfirmed_addition_is_not_named_as_what_a_plan_needs() {
     assert!(!unconfirmed.starts_with("add 9"), "{unconfirmed}");
 }
 
+/// A six-type stress fleet of 8 GPUs (fill 0.55, seed 1: 36 GPUs, one node a pool) that
+/// plans only on every GPU it has: a `spread: gpu` model asks for 36 replicas. The pure-Rust
+/// build's plain counts do not lay out, its program with every row stops without a solution,
+/// and it ended in `planner-failed` where HiGHS plans; laid out pool by pool, each pool's share
+/// solved by a program of its own with every row and the replicas a pool could not hold placed
+/// by the completion, the program's replica choices give a verified plan on the 36 GPUs in
+/// either build.
+#[test]
+fn a_fleet_that_needs_every_gpu_is_laid_out_pool_by_pool() {
+    use crate::bench::stress::{Shape, fleet_of_every_type};
+    use crate::plan::milp::{Goal, Pins, solve_with_relaxed_spread_rows};
+    let shape = Shape { gpus: 8, priced: false, compute: false, fill: 0.55, time_sliced: false };
+    let (spec, catalog) = fleet_of_every_type(shape, 1);
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert_eq!(problem.pools.iter().map(|p| p.max_nodes).collect::<Vec<_>>(), [1; 6]);
+    assert!(crate::plan::assign::ffd(&problem).is_none(), "first fit alone finds no plan");
+    // The cascade's goal: first fit has no plan to cap the cost, the model's bound is 36 GPUs.
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: Some(36.0) };
+    let r = solve_with_relaxed_spread_rows(&problem, goal, &Pins::new()).expect("counts");
+    let a = crate::plan::repack::pool_by_pool(&problem, &r.replicas).expect("a plan");
+    assert_eq!(a.gpus_used(), 36);
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &a), Ok(()));
+}
+
 /// The program that extends the pools, with additions excluded, names one that is not within
 /// any of them, no smaller than the first: the smallest additions come in turn.
 #[test]
@@ -1797,7 +1821,8 @@ fn a_large_programs_rescue_completes_the_counts_where_first_fit_is_far() {
             improve: true,
         };
         let ffd = crate::plan::assign::ffd(&problem);
-        strategy::rescue(&problem, &inputs, Why::NotDecomposed, ffd, None, Some(&counts), tracer)
+        let counts = strategy::Counts { plain: &counts, spread_rows: None };
+        strategy::rescue(&problem, &inputs, Why::NotDecomposed, ffd, None, Some(counts), tracer)
             .expect("a plan")
     };
     let large = rescued(true, &mut tracer);

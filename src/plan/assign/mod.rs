@@ -576,7 +576,7 @@ impl Placing<'_, '_> {
     }
 }
 
-fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assignment {
+pub(crate) fn empty(problem: &Problem<'_>, nodes_per_pool: impl Fn(usize) -> usize) -> Assignment {
     Assignment {
         pools: problem
             .pools
