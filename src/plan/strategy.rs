@@ -1442,7 +1442,7 @@ fn completion(
 /// ([`crate::plan::repack::pool_by_pool`]). The program of a whole fleet with every row is
 /// beyond microlp where the fleet needs nearly every GPU it has, the program of one pool's
 /// nodes is not (issue 23: six-type stress fleets of 8 and 32 GPUs, fill 0.55, which HiGHS
-/// plans on every GPU of the fleet, ended in `planner-failed` in the pure-Rust build;
+/// plans on (nearly) every GPU of the fleet, ended in `planner-failed` in the pure-Rust build;
 /// docs/benchmarks.md). `solved`: that program's result where [`with_relaxed_spread_rows`]
 /// ran (with 8 times the node limit; not solved again), else it is solved here. Not on large
 /// programs (their pools have hundreds of nodes), nor in the planning of a grown fleet, which
