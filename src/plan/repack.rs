@@ -295,8 +295,10 @@ const POOL_SOLVES: usize = 24;
 /// with those rows is not), its counts laid out on the pool's nodes. Where that program finds
 /// no plan (the share is more than the nodes hold with the spread rules, or the solver stops),
 /// the pool is asked for one replica fewer (of the model with the most there, the lowest index
-/// among equals) and solved again, up to [`POOL_SOLVES`] times, then for none. The replicas
-/// no pool took are placed by [`completed`]. `None` where a model counts by rate (the
+/// among equals; replicas offered from earlier pools go first) and solved again, up to
+/// [`POOL_SOLVES`] times, then for none. The replicas a pool did not take are offered to the
+/// pools after it where their model may run, and those no pool took are placed by
+/// [`completed`]. `None` where a model counts by rate (the
 /// neighbourhoods count replicas), a pool with replicas is autoscaled (its node names are
 /// templates), or something stays unplaced. Deterministic.
 pub(crate) fn pool_by_pool(
