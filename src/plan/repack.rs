@@ -283,24 +283,26 @@ fn placed_somewhere(
     None
 }
 
-/// Programs [`pool_by_pool`] solves at most per pool, each holding one replica fewer than the
-/// last (a count, not a clock).
-const POOL_SOLVES: usize = 24;
+/// Programs [`pool_by_pool`] solves at most per pool or chunk of a pool ([`fewest_dropped`];
+/// a count, not a clock).
+const POOL_SOLVES: usize = 32;
 
 /// A plan from the optimiser's replica choices `replicas` (model, pool, kind → count), laid
 /// out pool by pool: every rule is per node, so given how many replicas of each model a pool
 /// runs, each pool is a problem of its own. Each pool's share is solved by the program of its
 /// nodes alone, each node a pool of one node, with every row ([`neighbourhood`],
 /// [`milp::solve_every_row`]: small enough for microlp where the program of the whole fleet
-/// with those rows is not), its counts laid out on the pool's nodes. Where that program finds
-/// no plan (the share is more than the nodes hold with the spread rules, or the solver stops),
-/// the pool is asked for one replica fewer (of the model with the most there, the lowest index
-/// among equals; replicas offered from earlier pools go first) and solved again, up to
-/// [`POOL_SOLVES`] times, then for none. The replicas a pool did not take are offered to the
-/// pools after it where their model may run, and those no pool took are placed by
-/// [`completed`]. `None` where a model counts by rate (the
-/// neighbourhoods count replicas), a pool with replicas is autoscaled (its node names are
-/// templates), or something stays unplaced. Deterministic.
+/// with those rows is not), its counts laid out on the pool's nodes; a pool of more than
+/// [`WHOLE_POOL_NODES`] nodes in chunks of [`CHUNK_NODES`], its share dealt among them
+/// ([`chunks`]). Where that program finds no plan (the share is more than the nodes hold with
+/// the spread rules, or the solver stops), the pool is asked for fewer replicas (dropped one at
+/// a time: of the replicas offered from earlier pools first, each time of the model with the
+/// most, the lowest index among equals; [`dropped`]), the fewest dropped that give a plan
+/// looked for within [`POOL_SOLVES`] programs ([`fewest_dropped`]), else the pool takes none.
+/// The replicas a pool did not take are offered to the pools (and chunks) after it where their
+/// model may run, and those no pool took are placed by [`completed`]. `None` where a model
+/// counts by rate (the neighbourhoods count replicas), a pool with replicas is autoscaled (its
+/// node names are templates), or something stays unplaced. Deterministic.
 pub(crate) fn pool_by_pool(
     problem: &Problem<'_>,
     replicas: &BTreeMap<(usize, usize, Kind), u32>,
@@ -312,10 +314,10 @@ pub(crate) fn pool_by_pool(
     // Replicas no pool so far took, per model, with the (pool, kind) they were chosen for.
     let mut carried: BTreeMap<usize, (i64, (usize, Kind))> = BTreeMap::new();
     for (pi, pool) in problem.pools.iter().enumerate() {
-        let mut share: BTreeMap<usize, i64> = BTreeMap::new();
+        let mut whole: BTreeMap<usize, i64> = BTreeMap::new();
         let mut kinds: BTreeMap<usize, (u32, Kind)> = BTreeMap::new();
         for (&(m, _, kind), &n) in replicas.iter().filter(|((_, p, _), _)| *p == pi) {
-            *share.entry(m).or_insert(0) += i64::from(n);
+            *whole.entry(m).or_insert(0) += i64::from(n);
             let most = kinds.entry(m).or_insert((n, kind));
             if n > most.0 {
                 *most = (n, kind);
@@ -323,59 +325,55 @@ pub(crate) fn pool_by_pool(
         }
         let runs_here =
             |m: usize| problem.models.get(m).is_some_and(|x| x.options.iter().any(|o| o.pool == pi));
-        let mut offered: BTreeMap<usize, i64> = carried
-            .iter()
-            .filter(|&(&m, &(n, _))| n > 0 && runs_here(m))
-            .map(|(&m, &(n, _))| (m, n))
-            .collect();
-        if share.is_empty() && offered.is_empty() {
-            continue;
-        }
-        let nodes: Vec<(usize, usize)> = (0..pool.max_nodes as usize).map(|ni| (pi, ni)).collect();
-        let total = share.clone();
-        let mut placed = false;
-        for _ in 0..POOL_SOLVES {
-            let mut ask = share.clone();
-            for (&m, &n) in &offered {
-                *ask.entry(m).or_insert(0) += n;
+        for (nodes, mut share) in chunks(pi, pool.max_nodes as usize, &whole) {
+            let offered: BTreeMap<usize, i64> = carried
+                .iter()
+                .filter(|&(&m, &(n, _))| n > 0 && runs_here(m))
+                .map(|(&m, &(n, _))| (m, n))
+                .collect();
+            if share.is_empty() && offered.is_empty() {
+                continue;
             }
-            let sub = neighbourhood(problem, &a, &nodes, &ask)?;
-            let laid = milp::solve_every_row(&sub)
-                .ok()
-                .and_then(|r| lay_out(&sub, &r))
-                .and_then(|laid| replaced(problem, &a, &nodes, &sub, &laid));
-            if let Some(b) = laid {
-                a = b;
-                placed = true;
-                break;
-            }
-            // One replica fewer: of the replicas carried here first, else of the pool's share;
-            // the model with the most, the lowest index among equals.
-            let most = |x: &BTreeMap<usize, i64>| {
-                x.iter().filter(|e| *e.1 > 0).max_by_key(|&(&m, &n)| (n, std::cmp::Reverse(m))).map(|e| *e.0)
-            };
-            if let Some(m) = most(&offered) {
-                *offered.entry(m).or_insert(0) -= 1;
-            } else if let Some(m) = most(&share) {
-                *share.entry(m).or_insert(0) -= 1;
-            } else {
-                break;
-            }
-        }
-        if placed {
-            for (&m, &n) in &offered {
-                if let Some(c) = carried.get_mut(&m) {
-                    c.0 -= n;
+            let total = share.clone();
+            let asked = share.values().chain(offered.values()).map(|&n| n.max(0) as usize).sum::<usize>();
+            // The pool's program with `k` replicas dropped ([`dropped`]).
+            let attempt = |k: usize| -> Option<Outcome<(Assignment, Ask)>> {
+                let (sh, of) = dropped(&share, &offered, k);
+                let mut ask = sh.clone();
+                for (&m, &n) in &of {
+                    *ask.entry(m).or_insert(0) += n;
                 }
+                let sub = neighbourhood(problem, &a, &nodes, &ask)?;
+                let solved = milp::solve_every_row(&sub);
+                Some(match solved {
+                    Err(milp::MilpError::Infeasible) => Outcome::Infeasible,
+                    Err(milp::MilpError::Solver(_)) => Outcome::Stopped,
+                    Ok(r) => {
+                        match lay_out(&sub, &r).and_then(|laid| replaced(problem, &a, &nodes, &sub, &laid)) {
+                            Some(b) => Outcome::Plan((b, (sh, of))),
+                            None => Outcome::Stopped,
+                        }
+                    }
+                })
+            };
+            let found = fewest_dropped(asked, attempt)?;
+            if let Some((_, (b, (sh, of)))) = found {
+                a = b;
+                share = sh;
+                for (&m, &n) in &of {
+                    if let Some(c) = carried.get_mut(&m) {
+                        c.0 -= n;
+                    }
+                }
+            } else {
+                share.clear();
             }
-        } else {
-            share.clear();
-        }
-        for (&m, &n) in &total {
-            let out = n - share.get(&m).copied().unwrap_or(0);
-            if out > 0 {
-                let kind = kinds.get(&m)?.1;
-                carried.entry(m).or_insert((0, (pi, kind))).0 += out;
+            for (&m, &n) in &total {
+                let out = n - share.get(&m).copied().unwrap_or(0);
+                if out > 0 {
+                    let kind = kinds.get(&m)?.1;
+                    carried.entry(m).or_insert((0, (pi, kind))).0 += out;
+                }
             }
         }
     }
@@ -384,6 +382,193 @@ pub(crate) fn pool_by_pool(
         left.extend(std::iter::repeat_n((m, pi, kind), usize::try_from(n).ok()?));
     }
     if left.is_empty() { Some(a) } else { completed(problem, &a, &left) }
+}
+
+/// What a pool's program with some replicas dropped gave ([`pool_by_pool`]).
+enum Outcome<T> {
+    /// A plan (in [`pool_by_pool`], with the share and offered replicas it holds).
+    Plan(T),
+    /// Proven infeasible: so is every ask holding these replicas and more (fewer dropped).
+    Infeasible,
+    /// The solver stopped, or its counts did not lay out: nothing is known.
+    Stopped,
+}
+
+/// The plan that drops fewest replicas among those [`pool_by_pool`] tries, within
+/// [`POOL_SOLVES`] programs, with how many it drops; `Some(None)` where none gave a plan;
+/// `None` where a pool's nodes cannot make a problem of their own. `attempt(k)` solves the
+/// pool with `k` of its `asked` replicas dropped. A proven infeasibility at `k` holds for every
+/// smaller `k` (those ask for a superset), so the search first doubles `k` from none while the
+/// program is infeasible and halves the interval to the first `k` that is not (infeasible
+/// shares fail in milliseconds: their relaxation already has no solution, so this is quick
+/// even where a split asks for hundreds of replicas more than a pool holds); from there, where
+/// the solver stopped instead (microlp's node limit, seconds each, and not monotone: a share
+/// it stops on may be followed by a smaller one it solves and a smaller one still it stops on
+/// again), it doubles `k` until a plan and halves the interval to the fewest dropped that
+/// gave one.
+fn fewest_dropped<T>(
+    asked: usize,
+    mut attempt: impl FnMut(usize) -> Option<Outcome<T>>,
+) -> Option<Option<(usize, T)>> {
+    let mut s = Search { solves: 0, best: None, failed: BTreeMap::new() };
+    // Doubling while infeasible: `infeasible` the largest k proven so, `open` the first try
+    // that was not.
+    let mut infeasible: Option<usize> = None;
+    let mut open: Option<usize> = None;
+    let mut step = 1;
+    while s.solves < POOL_SOLVES {
+        let k = infeasible.map_or(0, |f| (f + step).min(asked));
+        if s.run(k, &mut attempt)? == Seen::Infeasible {
+            infeasible = Some(k);
+            if k == asked {
+                return Some(None);
+            }
+            step *= 2;
+        } else {
+            open = Some(k);
+            break;
+        }
+    }
+    // Halving to the first k not proven infeasible.
+    while let Some(hi) = open {
+        let lo = infeasible.map_or(0, |f| f + 1);
+        if lo >= hi || s.solves >= POOL_SOLVES {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2;
+        if s.run(mid, &mut attempt)? == Seen::Infeasible {
+            infeasible = Some(mid);
+        } else {
+            open = Some(mid);
+        }
+    }
+    // From there, the fewest dropped that gives a plan: doubling past the stops, then halving.
+    let Some(mut failed) = open else { return Some(s.best) };
+    let mut step = 1;
+    while s.solves < POOL_SOLVES && s.best_k().is_none_or(|j| j > failed + 1) {
+        let k = (failed + step).min(asked);
+        if k <= failed || s.best_k().is_some_and(|j| k >= j) {
+            break;
+        }
+        if s.run(k, &mut attempt)? == Seen::Plan {
+            break;
+        }
+        failed = k;
+        step *= 2;
+    }
+    while let Some(hi) = s.best_k() {
+        if hi <= failed + 1 || s.solves >= POOL_SOLVES {
+            break;
+        }
+        let mid = failed + (hi - failed) / 2;
+        if s.run(mid, &mut attempt)? != Seen::Plan {
+            failed = mid;
+        }
+    }
+    Some(s.best)
+}
+
+/// What one try of [`fewest_dropped`] saw.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Plan,
+    Infeasible,
+    Stopped,
+}
+
+/// The state of [`fewest_dropped`]: programs solved, the plan with fewest dropped so far, and
+/// the counts already tried without a plan (not solved twice).
+struct Search<T> {
+    solves: usize,
+    best: Option<(usize, T)>,
+    failed: BTreeMap<usize, Seen>,
+}
+
+impl<T> Search<T> {
+    fn best_k(&self) -> Option<usize> {
+        self.best.as_ref().map(|(k, _)| *k)
+    }
+
+    /// `attempt(k)`, unless `k` was tried already; `None` where it says the pool makes no
+    /// problem of its own.
+    fn run(&mut self, k: usize, attempt: &mut impl FnMut(usize) -> Option<Outcome<T>>) -> Option<Seen> {
+        if self.best_k() == Some(k) {
+            return Some(Seen::Plan);
+        }
+        if let Some(seen) = self.failed.get(&k) {
+            return Some(*seen);
+        }
+        self.solves += 1;
+        Some(match attempt(k)? {
+            Outcome::Plan(x) => {
+                if self.best_k().is_none_or(|j| k < j) {
+                    self.best = Some((k, x));
+                }
+                Seen::Plan
+            }
+            Outcome::Infeasible => *self.failed.entry(k).or_insert(Seen::Infeasible),
+            Outcome::Stopped => *self.failed.entry(k).or_insert(Seen::Stopped),
+        })
+    }
+}
+
+/// Pools of at most this many nodes are solved whole by [`pool_by_pool`]; larger ones in
+/// chunks of [`CHUNK_NODES`] nodes. On the 100-GPU six-type stress fleet "mixed, priced", fill
+/// 0.7, seed 2, microlp stopped at its node limit on nearly every share of a pool of 5 and of
+/// 11 nodes with every row, tens of programs of seconds each, while programs of one to three
+/// nodes settled in milliseconds (docs/benchmarks.md).
+pub(crate) const WHOLE_POOL_NODES: usize = 3;
+
+/// Nodes of a chunk of a larger pool ([`WHOLE_POOL_NODES`]).
+const CHUNK_NODES: usize = 2;
+
+/// A group of nodes (pool, node) and its part of a pool's share, per model ([`chunks`]).
+type Chunk = (Vec<(usize, usize)>, BTreeMap<usize, i64>);
+
+/// The nodes of pool `pi` (of `count` nodes) in the groups [`pool_by_pool`] solves, each with
+/// its part of the pool's share `share`: the pool whole where it is small, else chunks of
+/// [`CHUNK_NODES`] nodes, the share dealt node by node (each model's replicas in turn, one to
+/// a node, going on from where the last model stopped), so that each chunk gets a part as
+/// even as whole replicas allow and a `spread: node` model one replica a node.
+fn chunks(pi: usize, count: usize, share: &BTreeMap<usize, i64>) -> Vec<Chunk> {
+    let nodes: Vec<(usize, usize)> = (0..count).map(|ni| (pi, ni)).collect();
+    if count <= WHOLE_POOL_NODES {
+        return vec![(nodes, share.clone())];
+    }
+    let mut out: Vec<Chunk> = nodes.chunks(CHUNK_NODES).map(|c| (c.to_vec(), BTreeMap::new())).collect();
+    let mut next = 0usize;
+    for (&m, &n) in share {
+        for _ in 0..n.max(0) {
+            if let Some((_, part)) = out.get_mut((next % count) / CHUNK_NODES) {
+                *part.entry(m).or_insert(0) += 1;
+            }
+            next += 1;
+        }
+    }
+    out
+}
+
+/// A pool's share and the replicas offered to it from earlier pools, per model.
+type Ask = (BTreeMap<usize, i64>, BTreeMap<usize, i64>);
+
+/// `share` and `offered` with `k` replicas taken away, one at a time: of the replicas
+/// offered first, else of the share; each time of the model with the most, the lowest index
+/// among equals. Deterministic, so the same `k` always drops the same replicas.
+fn dropped(share: &BTreeMap<usize, i64>, offered: &BTreeMap<usize, i64>, k: usize) -> Ask {
+    let (mut share, mut offered) = (share.clone(), offered.clone());
+    let most = |x: &BTreeMap<usize, i64>| {
+        x.iter().filter(|e| *e.1 > 0).max_by_key(|&(&m, &n)| (n, std::cmp::Reverse(m))).map(|e| *e.0)
+    };
+    for _ in 0..k {
+        if let Some(m) = most(&offered) {
+            *offered.entry(m).or_insert(0) -= 1;
+        } else if let Some(m) = most(&share) {
+            *share.entry(m).or_insert(0) -= 1;
+        } else {
+            break;
+        }
+    }
+    (share, offered)
 }
 
 /// The nodes of `a` that use a GPU, as (pool, node), in order.
@@ -556,4 +741,82 @@ fn recount(
         }
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The outcome of dropping `k` replicas in a made-up pool: infeasible below `frontier`,
+    /// the solver stopping on the counts in `stops`, a plan elsewhere.
+    fn pool(frontier: usize, stops: &[usize]) -> impl FnMut(usize) -> Option<Outcome<usize>> + '_ {
+        move |k| {
+            Some(if k < frontier {
+                Outcome::Infeasible
+            } else if stops.contains(&k) {
+                Outcome::Stopped
+            } else {
+                Outcome::Plan(k)
+            })
+        }
+    }
+
+    #[test]
+    fn the_fewest_replicas_dropped_are_found_by_doubling_and_halving() {
+        for frontier in [0, 1, 2, 7, 100, 299, 300] {
+            let mut tried = Vec::new();
+            let mut p = pool(frontier, &[]);
+            let found = fewest_dropped(300, |k| {
+                tried.push(k);
+                p(k)
+            });
+            assert_eq!(found, Some(Some((frontier, frontier))));
+            assert!(tried.len() <= 2 * 9 + 1, "{frontier}: {} programs", tried.len());
+        }
+    }
+
+    #[test]
+    fn the_search_goes_past_the_counts_the_solver_stops_on() {
+        // Infeasible below 40, the solver stops on 40 to 45 and on 47, a plan from 46 on.
+        let stops = [40, 41, 42, 43, 44, 45, 47];
+        let found = fewest_dropped(300, pool(40, &stops));
+        assert_eq!(found.and_then(|f| f.map(|(k, _)| k)), Some(46));
+    }
+
+    #[test]
+    fn a_pool_that_holds_nothing_takes_nothing_and_no_count_is_solved_twice() {
+        let mut tried = Vec::new();
+        let found = fewest_dropped(20, |k| {
+            tried.push(k);
+            Some(if k == 20 { Outcome::Plan(()) } else { Outcome::<()>::Stopped })
+        });
+        assert_eq!(found.and_then(|f| f.map(|(k, _)| k)), Some(20));
+        let mut unique = tried.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), tried.len(), "{tried:?}");
+        // A pool whose nodes make no problem of their own ends the search.
+        assert!(fewest_dropped(20, |_| None::<Outcome<()>>).is_none());
+    }
+
+    #[test]
+    fn a_large_pool_is_dealt_in_chunks_one_replica_a_node_in_turn() {
+        let share = BTreeMap::from([(0, 5), (1, 2), (2, 4)]);
+        let whole = chunks(1, WHOLE_POOL_NODES, &share);
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].1, share);
+        let parts = chunks(1, 5, &share);
+        let nodes: Vec<Vec<(usize, usize)>> = parts.iter().map(|(n, _)| n.clone()).collect();
+        assert_eq!(nodes, vec![vec![(1, 0), (1, 1)], vec![(1, 2), (1, 3)], vec![(1, 4)]]);
+        // Model 0 one a node; model 1 on nodes 0 and 1; model 2 on nodes 2, 3, 4 and 0.
+        let got: Vec<BTreeMap<usize, i64>> = parts.into_iter().map(|(_, s)| s).collect();
+        assert_eq!(
+            got,
+            vec![
+                BTreeMap::from([(0, 2), (1, 2), (2, 1)]),
+                BTreeMap::from([(0, 2), (2, 2)]),
+                BTreeMap::from([(0, 1), (2, 1)]),
+            ]
+        );
+    }
 }

@@ -1899,3 +1899,29 @@ fn the_spread_rows_with_continuous_node_counts_cut_no_plan() {
     assert!(tried >= 2, "too few fleets with spread: gpu models on MIG: {tried}");
     assert!(solved >= 1, "no pinned program solved of {tried}");
 }
+
+/// A pool of more nodes than [`crate::plan::repack::WHOLE_POOL_NODES`] is laid out in chunks,
+/// its share dealt among them one replica a node in turn: six A100 nodes of two GPUs, a
+/// `spread: node` model with a replica for each node and a `spread: gpu` one with a replica for
+/// each GPU plan on all twelve GPUs, and the optimiser's replica choices laid out chunk by chunk
+/// give that verified plan.
+#[test]
+fn a_large_pool_is_laid_out_in_chunks() {
+    use crate::plan::milp::{Goal, Pins, solve};
+    use crate::spec::Spread;
+    let nodes: Vec<String> = (1..=6).map(|i| format!("n{i}")).collect();
+    let pool = crate::bench::pool("a100", "A100-SXM4-80GB", 2, nodes);
+    let mut apart = crate::bench::model("apart", 15 * 1024, 0.1, 6);
+    apart.spread = Spread::Node;
+    let mut wide = crate::bench::model("wide", 9 * 1024, 0.1, 12);
+    wide.spread = Spread::Gpu;
+    let spec = crate::bench::spec("t", vec![pool], vec![apart, wide]);
+    let catalog = Catalog::builtin();
+    let problem = crate::plan::problem::build(&spec, &catalog);
+    assert!(problem.pools[0].max_nodes as usize > crate::plan::repack::WHOLE_POOL_NODES);
+    let goal = Goal::Plan { cost_bound: None, gpu_floor: None };
+    let r = solve(&problem, goal, &Pins::new()).expect("counts");
+    let a = crate::plan::repack::pool_by_pool(&problem, &r.replicas).expect("a plan");
+    assert_eq!(a.gpus_used(), 12);
+    assert_eq!(built_and_verified(&spec, &catalog, &problem, &a), Ok(()));
+}
