@@ -515,8 +515,8 @@ impl<T> Search<T> {
 /// Pools of at most this many nodes are solved whole by [`pool_by_pool`]; larger ones in
 /// chunks of [`CHUNK_NODES`] nodes. On the 100-GPU six-type stress fleet "mixed, priced", fill
 /// 0.7, seed 2, microlp stopped at its node limit on nearly every share of a pool of 5 and of
-/// 11 nodes with every row, tens of programs of seconds each, while programs of one to three
-/// nodes settled in milliseconds (docs/benchmarks.md).
+/// 11 nodes with every row, tens of programs of seconds each, where on pools of one to three
+/// nodes it stopped on a few shares only (docs/benchmarks.md).
 pub(crate) const WHOLE_POOL_NODES: usize = 3;
 
 /// Nodes of a chunk of a larger pool ([`WHOLE_POOL_NODES`]).
